@@ -1,0 +1,3 @@
+module stormguard
+
+go 1.26

@@ -1,0 +1,270 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"stormguard/budget"
+	"stormguard/wire"
+)
+
+// Class is what an attempt's result means for retrying.
+type Class uint8
+
+// The classes, in the order a [Chain] reports them.
+const (
+	// Success: the attempt succeeded; nothing to retry.
+	Success Class = iota
+	// Transient: a failure that may pass (connection reset, 500, 502, 503, 504, UNAVAILABLE).
+	Transient
+	// Throttling: the server asked this client to slow down (429, RESOURCE_EXHAUSTED).
+	Throttling
+	// Timeout: the attempt took too long (its own timeout, not the caller's deadline).
+	Timeout
+	// NeverRetry: the same request will fail the same way (400, 403, 404, 501, INVALID_ARGUMENT …).
+	NeverRetry
+	// Canceled: the caller cancelled or its deadline passed; never retried.
+	Canceled
+	// ServiceOverloaded: the whole service is overloaded; do not retry at any layer.
+	ServiceOverloaded
+	// RetriesExhausted: a layer below already retried and gave up; pass the failure up.
+	RetriesExhausted
+)
+
+var classNames = [...]string{"success", "transient", "throttling", "timeout", "never-retry", "canceled", "service-overloaded", "retries-exhausted"}
+
+func (c Class) String() string {
+	if int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return fmt.Sprintf("retry.Class(%d)", uint8(c))
+}
+
+// Retryable reports whether the class is one a retry may fix.
+func (c Class) Retryable() bool { return c == Transient || c == Throttling || c == Timeout }
+
+// cause maps a retryable class to the budget's price list.
+func (c Class) cause() budget.Cause {
+	switch c {
+	case Throttling:
+		return budget.Throttling
+	case Timeout:
+		return budget.Timeout
+	}
+	return budget.Transient
+}
+
+// A Classifier gives an error's class, or ok = false when it does not know
+// (the next classifier in the chain is asked). It is called only with a
+// non-nil error.
+type Classifier interface {
+	Classify(err error) (c Class, ok bool)
+}
+
+// ClassifierFunc adapts a function to a [Classifier].
+type ClassifierFunc func(err error) (Class, bool)
+
+// Classify calls f(err).
+func (f ClassifierFunc) Classify(err error) (Class, bool) { return f(err) }
+
+// Chain is an ordered list of classifiers: the first definite answer wins.
+// An error no classifier knows is [Transient] when it is a network error and
+// [NeverRetry] otherwise (see [Default]).
+type Chain []Classifier
+
+// Classify asks each classifier in turn; nil is [Success].
+func (ch Chain) Classify(err error) (Class, bool) {
+	if err == nil {
+		return Success, true
+	}
+	for _, c := range ch {
+		if got, ok := c.Classify(err); ok {
+			return got, true
+		}
+	}
+	return 0, false
+}
+
+// Classify is the classification a [Retrier] uses: the chain, then the
+// defaults, then NeverRetry.
+func classify(ch Chain, err error) Class {
+	if err == nil {
+		return Success
+	}
+	if c, ok := ch.Classify(err); ok {
+		return c
+	}
+	if c, ok := Default.Classify(err); ok {
+		return c
+	}
+	return NeverRetry
+}
+
+// The interfaces the default classifiers look for with errors.As. Any error
+// type can take part by having the method; stormguard's shells produce
+// errors that have them.
+type (
+	// HTTPStatuser is an error that carries an HTTP status code.
+	HTTPStatuser interface{ HTTPStatus() int }
+	// GRPCCoder is an error that carries a gRPC status code as a number
+	// (codes.Code's underlying value).
+	GRPCCoder interface{ GRPCCode() uint32 }
+	// Signaler is an error that carries the server's overload signals.
+	Signaler interface{ Signal() Signal }
+	// Classed is an error that states its own class.
+	Classed interface{ RetryClass() Class }
+)
+
+// Default classifies what the standard library and stormguard's shells
+// produce, in this order:
+//
+//  1. context.Canceled, context.DeadlineExceeded → Canceled (the shells turn
+//     a per-attempt timeout into Timeout before asking);
+//  2. an error with RetryClass() → that class;
+//  3. a Signaler: service overloaded → ServiceOverloaded, retries exhausted
+//     downstream → RetriesExhausted, malformed pushback → ServiceOverloaded;
+//  4. an HTTPStatuser → [ClassifyHTTPStatus];
+//  5. a GRPCCoder → [ClassifyGRPCCode];
+//  6. a net.Error with Timeout() → Timeout;
+//  7. connection refused, reset, aborted, broken pipe, unexpected EOF, EOF,
+//     net.ErrClosed and other *net.OpError → Transient.
+//
+// Everything else is unknown (ok = false).
+var Default Classifier = ClassifierFunc(defaultClassify)
+
+func defaultClassify(err error) (Class, bool) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Canceled, true
+	}
+	var cl Classed
+	if errors.As(err, &cl) {
+		return cl.RetryClass(), true
+	}
+	var sg Signaler
+	if errors.As(err, &sg) {
+		s := sg.Signal()
+		switch {
+		case s.Overload == wire.OverloadService || s.BadPushback:
+			return ServiceOverloaded, true
+		case s.Exhausted:
+			return RetriesExhausted, true
+		}
+	}
+	var hs HTTPStatuser
+	if errors.As(err, &hs) {
+		return ClassifyHTTPStatus(hs.HTTPStatus())
+	}
+	var gc GRPCCoder
+	if errors.As(err, &gc) {
+		return ClassifyGRPCCode(gc.GRPCCode())
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return Timeout, true
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return Transient, true
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return Transient, true
+	}
+	return 0, false
+}
+
+// ClassifyHTTPStatus gives the class of an HTTP status code: 2xx and 3xx
+// Success; 408 Timeout; 429 Throttling; 500, 502, 503, 504 Transient; 501,
+// other 4xx and other 5xx NeverRetry.
+func ClassifyHTTPStatus(code int) (Class, bool) {
+	switch {
+	case code >= 200 && code < 400:
+		return Success, true
+	case code == 408:
+		return Timeout, true
+	case code == 429:
+		return Throttling, true
+	case code == 500, code == 502, code == 503, code == 504:
+		return Transient, true
+	case code >= 400 && code < 600:
+		return NeverRetry, true
+	}
+	return 0, false
+}
+
+// The gRPC status codes, by number (google.golang.org/grpc/codes), so this
+// package needs no gRPC import.
+const (
+	grpcOK                       = 0
+	grpcCanceled                 = 1
+	grpcDeadlineExceeded         = 4
+	grpcResourceExhausted        = 8
+	grpcAborted                  = 10
+	grpcInternal                 = 13
+	grpcUnavailable              = 14
+	grpcMaxCode           uint32 = 16
+)
+
+// ClassifyGRPCCode gives the class of a gRPC status code: OK Success;
+// UNAVAILABLE Transient; RESOURCE_EXHAUSTED Throttling; DEADLINE_EXCEEDED
+// Timeout; CANCELLED Canceled; ABORTED Transient (optimistic concurrency);
+// every other code NeverRetry. INTERNAL is NeverRetry: gRFC A6 leaves it to
+// the service's configuration, and a retried INTERNAL rarely heals.
+func ClassifyGRPCCode(code uint32) (Class, bool) {
+	switch code {
+	case grpcOK:
+		return Success, true
+	case grpcUnavailable, grpcAborted:
+		return Transient, true
+	case grpcResourceExhausted:
+		return Throttling, true
+	case grpcDeadlineExceeded:
+		return Timeout, true
+	case grpcCanceled:
+		return Canceled, true
+	}
+	if code <= grpcMaxCode {
+		return NeverRetry, true
+	}
+	return 0, false
+}
+
+// Signal is what a server said about retrying, parsed from the wire by a
+// shell (HTTP headers, gRPC metadata). The zero Signal says nothing.
+type Signal struct {
+	// Pushback is the server's requested delay (Retry-After,
+	// x-amz-retry-after, grpc-retry-pushback-ms) when HasPushback is set.
+	Pushback    time.Duration
+	HasPushback bool
+	// BadPushback: a hint was present but malformed or negative, which
+	// means "do not retry" (gRFC A6).
+	BadPushback bool
+	Overload    wire.Overload
+	// Exhausted: a layer below already retried this request and gave up.
+	Exhausted bool
+}
+
+// SignalError wraps an attempt's error with the signals its response carried.
+type SignalError struct {
+	Err error
+	Sig Signal
+}
+
+func (e *SignalError) Error() string  { return e.Err.Error() }
+func (e *SignalError) Unwrap() error  { return e.Err }
+func (e *SignalError) Signal() Signal { return e.Sig }
+
+// signalOf extracts the signal from an error chain.
+func signalOf(err error) Signal {
+	var sg Signaler
+	if err != nil && errors.As(err, &sg) {
+		return sg.Signal()
+	}
+	return Signal{}
+}

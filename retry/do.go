@@ -1,0 +1,99 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+func defaultRand() float64 { return rand.Float64() }
+
+// Do calls fn until it succeeds or the retrier gives up, waiting between
+// attempts as the policy says. It returns nil or a *[GiveUpError] that wraps
+// fn's last error and says why retrying stopped.
+//
+// fn receives ctx, or a child of it bounded by the policy's AttemptTimeout.
+// When ctx is done, Do stops at once: the caller's own cancellation and
+// deadline are never retried. On the success path Do allocates nothing and
+// reads the clock only if the budget or the learned attempt time needs it.
+func Do(ctx context.Context, r *Retrier, fn func(context.Context) error) error {
+	_, err := DoValue(ctx, r, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	return err
+}
+
+// DoValue is [Do] for a function that returns a value: the value of the
+// successful attempt, or the zero value with the give-up error.
+func DoValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
+	timed := r.needClock
+	if r.p.LearnAttemptTime {
+		if _, ok := ctx.Deadline(); ok {
+			timed = true
+		}
+	}
+	var now time.Time
+	if timed {
+		now = time.Now()
+	}
+	c := r.StartAt(now, time.Time{})
+	for {
+		v, err := attempt(ctx, r.p.AttemptTimeout, fn)
+		if err == nil {
+			var end time.Time
+			if timed {
+				end = time.Now()
+			}
+			r.EndAt(end, &c, Success, Signal{}, 0)
+			return v, nil
+		}
+		// Failure: the slow path; read the clock and the deadline.
+		end := time.Now()
+		cls := r.Classify(err)
+		if ctx.Err() != nil {
+			cls = Canceled
+		} else if cls == Canceled {
+			// A deadline or cancellation the caller did not cause: the
+			// attempt's own timeout, or a server that gave up on us.
+			cls = Timeout
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			c.deadline = dl
+		}
+		d := r.EndAt(end, &c, cls, signalOf(err), r.rand())
+		if !d.Retry {
+			var zero T
+			return zero, r.GiveUp(&c, d.Reason, err)
+		}
+		if !wait(ctx, d.Delay) {
+			r.AbandonAt(time.Now(), &c)
+			var zero T
+			return zero, r.GiveUp(&c, ErrCanceled, fmt.Errorf("%w; then, waiting to retry: %w", err, context.Cause(ctx)))
+		}
+		r.NextAt(time.Now(), &c)
+	}
+}
+
+func attempt[T any](ctx context.Context, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
+	if timeout <= 0 {
+		return fn(ctx)
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return fn(actx)
+}
+
+// wait sleeps for d or until ctx is done; it reports whether the full wait
+// passed with ctx still live.
+func wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return ctx.Err() == nil
+	}
+}

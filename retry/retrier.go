@@ -1,0 +1,340 @@
+package retry
+
+import (
+	"sync/atomic"
+	"time"
+
+	"stormguard/backoff"
+	"stormguard/budget"
+	"stormguard/killswitch"
+	"stormguard/wire"
+)
+
+// Retrier applies a [Policy]. It is the deterministic core that both the
+// production shells ([Do], [DoValue], httpx, grpcx) and the simulator drive:
+// time and the random sample are arguments, it never sleeps, never starts a
+// goroutine and never reads the clock.
+//
+// A Retrier is safe for concurrent use; the per-request state lives in a
+// [Call] value owned by the caller. Build one with [New]; the zero Retrier is
+// not usable.
+type Retrier struct {
+	p        Policy
+	throttle backoff.Policy
+	budget   budget.Budget
+	chain    Chain
+	dials    *killswitch.Dials
+	hooks    Hooks
+	hasHooks bool
+	rand     func() float64
+	// needClock: the success path must read the clock (a time-windowed
+	// budget). Decided once in New.
+	needClock bool
+	learned   atomic.Int64 // EWMA of successful attempt latency, ns; 0 = none yet
+}
+
+// Hooks observe a retrier. Every field may be nil; unset hooks cost nothing.
+// Hooks run on the caller's goroutine and must not block.
+type Hooks struct {
+	// OnAttempt runs when an attempt ends, with its class and duration
+	// (the duration is 0 when the clock was not read).
+	OnAttempt func(attempt int, c Class, d time.Duration)
+	// OnRetry runs when a retry has been granted, before the wait.
+	OnRetry func(attempt int, delay time.Duration)
+	// OnGiveUp runs once when a call ends in failure.
+	OnGiveUp func(reason error, attempts int, last error)
+}
+
+// Option configures [New].
+type Option func(*Retrier)
+
+// WithBudget shares an existing budget (between retriers, or one a fleet
+// shares) instead of building the one the policy describes.
+func WithBudget(b budget.Budget) Option { return func(r *Retrier) { r.budget = b } }
+
+// WithClassifiers puts classifiers ahead of the defaults; the first definite
+// answer wins.
+func WithClassifiers(c ...Classifier) Option {
+	return func(r *Retrier) { r.chain = append(r.chain, c...) }
+}
+
+// WithDials reads retries-off from shared runtime dials (the kill switch).
+func WithDials(d *killswitch.Dials) Option { return func(r *Retrier) { r.dials = d } }
+
+// WithHooks installs observation hooks.
+func WithHooks(h Hooks) Option {
+	return func(r *Retrier) {
+		r.hooks = h
+		r.hasHooks = h.OnAttempt != nil || h.OnRetry != nil || h.OnGiveUp != nil
+	}
+}
+
+// WithRand sets the source of uniform samples in [0, 1) used for jitter by
+// the shells. The default is math/rand/v2's Float64, which is safe for
+// concurrent use and has no global state to seed. The core methods take the
+// sample as an argument and never call it.
+func WithRand(f func() float64) Option { return func(r *Retrier) { r.rand = f } }
+
+// New validates p, fills its defaults and builds a Retrier.
+func New(p Policy, opts ...Option) (*Retrier, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p = p.WithDefaults()
+	r := &Retrier{p: p, throttle: p.Backoff}
+	if p.ThrottleBackoff != nil {
+		r.throttle = *p.ThrottleBackoff
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.budget == nil {
+		b, err := p.Budget.New()
+		if err != nil {
+			return nil, err
+		}
+		r.budget = b
+	}
+	if r.dials == nil {
+		r.dials = new(killswitch.Dials)
+	}
+	if r.rand == nil {
+		r.rand = defaultRand
+	}
+	r.needClock = needsClock(r.budget)
+	return r, nil
+}
+
+// MustNew is New for policies known to be valid (presets, literals in
+// tests); it panics on error.
+func MustNew(p Policy, opts ...Option) *Retrier {
+	r, err := New(p, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// Policy returns the policy with its defaults filled in.
+func (r *Retrier) Policy() Policy { return r.p }
+
+// Budget returns the budget the retrier charges.
+func (r *Retrier) Budget() budget.Budget { return r.budget }
+
+// Dials returns the runtime dials the retrier reads.
+func (r *Retrier) Dials() *killswitch.Dials { return r.dials }
+
+// Call is the state of one request across its attempts. The zero Call is
+// not started; get one from [Retrier.StartAt]. A Call is a small value owned
+// by one caller; it is not safe for concurrent use.
+type Call struct {
+	attempt  int           // attempts started so far
+	prev     time.Duration // previous delay
+	deadline time.Time     // zero: none
+	started  time.Time     // start of the current attempt; zero when not timed
+	ticket   budget.Ticket // of the current attempt
+	last     Class
+}
+
+// Attempt returns the number of the current attempt (1 for the first try).
+func (c *Call) Attempt() int { return c.attempt }
+
+// Decision is what to do after an attempt ended.
+type Decision struct {
+	// Retry: wait Delay, then call [Retrier.NextAt] and make the next attempt.
+	Retry bool
+	Delay time.Duration
+	// Reason, when the call is over in failure: one of the Err… reasons.
+	// Nil with Retry false means the call succeeded.
+	Reason error
+}
+
+// StartAt begins a request whose first attempt starts now. deadline is the
+// caller's deadline, or the zero Time for none. now may be the zero Time
+// when the caller did not read the clock (the shells skip it on the fast path
+// when neither the budget nor learning needs it); attempt latency is then
+// not measured.
+func (r *Retrier) StartAt(now, deadline time.Time) Call {
+	r.budget.BeginAt(now)
+	return Call{attempt: 1, deadline: deadline, started: now}
+}
+
+// EndAt records the end of the current attempt, with its class and the
+// server's signal, and decides what comes next. u is a uniform sample in
+// [0, 1) for the jitter. If the decision is to retry, the retry has been
+// charged to the budget; the caller must then call NextAt when it starts, or
+// AbandonAt if it never does.
+func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64) Decision {
+	c.last = cls
+	// Tell the budget how the attempt ended.
+	switch {
+	case cls == Success:
+		r.budget.EndAt(now, budget.Success, c.ticket)
+	case cls.Retryable():
+		r.budget.EndAt(now, budget.Failure, c.ticket)
+	default:
+		r.budget.EndAt(now, budget.Ignore, c.ticket)
+	}
+	var took time.Duration
+	if !c.started.IsZero() && !now.IsZero() {
+		took = now.Sub(c.started)
+	}
+	if cls == Success {
+		if r.p.LearnAttemptTime && took > 0 {
+			r.learn(took)
+		}
+		if r.hasHooks && r.hooks.OnAttempt != nil {
+			r.hooks.OnAttempt(c.attempt, cls, took)
+		}
+		return Decision{}
+	}
+	if r.hasHooks && r.hooks.OnAttempt != nil {
+		r.hooks.OnAttempt(c.attempt, cls, took)
+	}
+	d, reason := r.decide(now, c, cls, sig, u)
+	if reason != nil {
+		return Decision{Reason: reason}
+	}
+	if r.hasHooks && r.hooks.OnRetry != nil {
+		r.hooks.OnRetry(c.attempt, d)
+	}
+	return Decision{Retry: true, Delay: d}
+}
+
+func (r *Retrier) decide(now time.Time, c *Call, cls Class, sig Signal, u float64) (time.Duration, error) {
+	if !r.p.IgnoreSignals {
+		switch {
+		case sig.Overload == wire.OverloadService || (sig.BadPushback && !r.p.Pushback.Ignore):
+			return 0, ErrServerSaidStop
+		case sig.Exhausted:
+			return 0, ErrServerSaidStop
+		}
+	}
+	switch cls {
+	case Canceled:
+		return 0, ErrCanceled
+	case ServiceOverloaded, RetriesExhausted:
+		if !r.p.IgnoreSignals {
+			return 0, ErrServerSaidStop
+		}
+		// A deaf client treats them as plain transient failures.
+		cls = Transient
+	case NeverRetry:
+		return 0, ErrNotRetryable
+	}
+	if r.dials.RetriesDisabled() {
+		return 0, ErrRetriesDisabled
+	}
+	if c.attempt >= r.p.MaxAttempts {
+		return 0, ErrAttemptsExhausted
+	}
+	bo := &r.p.Backoff
+	if cls == Throttling {
+		bo = &r.throttle
+	}
+	d := bo.Delay(c.attempt, c.prev, u)
+	if sig.HasPushback && !r.p.Pushback.Ignore {
+		d = r.clampPushback(d, sig.Pushback)
+	}
+	if !c.deadline.IsZero() {
+		need := d + r.minAttemptTime()
+		if c.deadline.Sub(now) < need {
+			return 0, ErrDeadline
+		}
+	}
+	t, ok := r.budget.RetryAt(now, cls.cause())
+	if !ok {
+		return 0, ErrBudgetExhausted
+	}
+	c.ticket = t
+	c.prev = d
+	return d, nil
+}
+
+// clampPushback moves the computed backoff d toward the server's hint h,
+// within [d, d + MaxExtra] and never past Max (nor below d).
+func (r *Retrier) clampPushback(d, h time.Duration) time.Duration {
+	hi := d + r.p.Pushback.MaxExtra
+	if h < d {
+		h = d
+	}
+	if h > hi {
+		h = hi
+	}
+	if h > r.p.Pushback.Max {
+		h = max(d, r.p.Pushback.Max)
+	}
+	return h
+}
+
+// NextAt starts the retry granted by the last EndAt.
+func (r *Retrier) NextAt(now time.Time, c *Call) {
+	c.attempt++
+	c.started = now
+}
+
+// AbandonAt gives back a granted retry that will never start (the caller
+// went away during the wait). It returns ErrCanceled.
+func (r *Retrier) AbandonAt(now time.Time, c *Call) {
+	r.budget.EndAt(now, budget.Ignore, c.ticket)
+	c.ticket = budget.Ticket{}
+}
+
+// minAttemptTime is the configured minimum, raised to the learned average
+// attempt latency when learning is on.
+func (r *Retrier) minAttemptTime() time.Duration {
+	m := r.p.MinAttemptTime
+	if r.p.LearnAttemptTime {
+		if l := time.Duration(r.learned.Load()); l > m {
+			m = l
+		}
+	}
+	return m
+}
+
+// learn folds one latency into the moving average (weight 1/8), without a
+// lock; concurrent updates may lose a sample, which a moving average
+// tolerates.
+func (r *Retrier) learn(d time.Duration) {
+	old := r.learned.Load()
+	if old == 0 {
+		r.learned.Store(int64(d))
+		return
+	}
+	r.learned.Store(old + (int64(d)-old)/8)
+}
+
+// LearnedAttemptTime returns the moving average of successful attempt
+// latency, or 0 before the first sample.
+func (r *Retrier) LearnedAttemptTime() time.Duration { return time.Duration(r.learned.Load()) }
+
+// Classify gives err's class with this retrier's classifier chain, then the
+// defaults; an error nobody knows is NeverRetry.
+func (r *Retrier) Classify(err error) Class { return classify(r.chain, err) }
+
+// Sample returns a uniform sample in [0, 1) from the retrier's source
+// (see [WithRand]), for shells to pass to EndAt.
+func (r *Retrier) Sample() float64 { return r.rand() }
+
+// NeedsClock reports whether the success path must read the clock (the
+// budget is time-windowed); shells may pass the zero Time otherwise.
+func (r *Retrier) NeedsClock() bool { return r.needClock }
+
+// GiveUp builds the error a shell returns when the call ends in failure,
+// after the attempt c, for reason (a Decision's Reason) with the last
+// attempt's error, and runs the OnGiveUp hook.
+func (r *Retrier) GiveUp(c *Call, reason, last error) error {
+	if r.hasHooks && r.hooks.OnGiveUp != nil {
+		r.hooks.OnGiveUp(reason, c.attempt, last)
+	}
+	return &GiveUpError{Reason: reason, Last: last, Attempts: c.attempt}
+}
+
+// needsClock reports whether a budget reads the time it is given: budgets
+// may say so with a NeedsClock method; a budget that does not is assumed to.
+func needsClock(b budget.Budget) bool {
+	if n, ok := b.(interface{ NeedsClock() bool }); ok {
+		return n.NeedsClock()
+	}
+	return true
+}
