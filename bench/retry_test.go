@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	awsretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 	avast "github.com/avast/retry-go/v4"
+	awsretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 	cenkalti "github.com/cenkalti/backoff/v5"
 	"github.com/failsafe-go/failsafe-go"
 	fsbudget "github.com/failsafe-go/failsafe-go/budget"
