@@ -1,0 +1,37 @@
+// Package httpx integrates stormguard with net/http.
+//
+// # Client
+//
+// [Transport] is an http.RoundTripper that applies a [retry.Retrier] to
+// every request: it is the net/http equivalent of [retry.Do], the same core
+// driven by the wall clock. [Client] wraps one in an *http.Client.
+//
+// On every attempt the Transport clones the caller's request (the caller's
+// request is never modified) and puts stormguard's signals on the wire:
+//
+//	Stormguard-Attempt   the attempt number, 1 for the first try;
+//	Stormguard-Timeout   the time left before the attempt's deadline (the
+//	                     caller's, or the policy's AttemptTimeout if that is
+//	                     sooner), relative and rounded up, when
+//	                     [Transport.PropagateDeadline] is set.
+//
+// It reads the server's signals from failure responses (status ≥ 400):
+//
+//	Retry-After                   seconds or an HTTP-date; clamped by the
+//	                              policy's Pushback; malformed or negative
+//	                              means "do not retry";
+//	X-Amz-Retry-After             milliseconds; a malformed value is ignored,
+//	                              as the AWS SDKs do;
+//	Stormguard-Overload           "service": do not retry; "instance" or a
+//	                              value this version does not know: retry,
+//	                              after a delay;
+//	Stormguard-Retries-Exhausted  a layer below already retried: do not retry.
+//
+// When it stops retrying on a failure response after more than one attempt,
+// or because the retry budget or the kill switch refused the retry, it sets
+// Stormguard-Retries-Exhausted: 1 on the response it returns, so that a
+// service which relays the failure tells its own callers not to retry:
+// retries happen at one layer only.
+//
+// See the documentation of [Transport.RoundTrip] for the full contract.
+package httpx

@@ -1,0 +1,294 @@
+package httpx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"stormguard/retry"
+	"stormguard/wire"
+)
+
+// Transport is an http.RoundTripper that retries requests as a
+// [retry.Retrier] decides and puts stormguard's signals on the wire (see the
+// package documentation). It is the net/http shell around the retry core,
+// the equivalent of [retry.Do].
+//
+// Build one with [NewTransport]. The zero Transport is usable: it sends each
+// request once through http.DefaultTransport, with the attempt header but
+// without the deadline header. A Transport is safe for concurrent use; do not
+// change its fields once it is in use.
+type Transport struct {
+	// Base sends each attempt; nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// Retrier decides whether and when to retry, and keeps the state shared
+	// by all requests (the retry budget, the learned attempt time). Its
+	// policy's AttemptTimeout bounds each attempt. Nil means a single attempt
+	// per request.
+	Retrier *retry.Retrier
+	// PropagateDeadline stamps Stormguard-Timeout on every attempt whose
+	// context has a deadline: the caller's, or AttemptTimeout from now if
+	// that is sooner. [NewTransport] sets it. Whatever its value, a request
+	// whose deadline has already passed fails locally, unsent.
+	PropagateDeadline bool
+
+	// Extension point: client-side adaptive throttling (Google SRE book,
+	// "Handling Overload") will be a field here, consulted in send before an
+	// attempt goes out (a refused attempt fails locally and counts as a
+	// request) and told afterwards whether the backend accepted it.
+}
+
+// NewTransport returns a Transport that sends attempts through base (nil:
+// http.DefaultTransport), retries as r decides (nil: never) and propagates
+// deadlines.
+func NewTransport(base http.RoundTripper, r *retry.Retrier) *Transport {
+	return &Transport{Base: base, Retrier: r, PropagateDeadline: true}
+}
+
+// Client returns an *http.Client whose transport is NewTransport(base, r).
+// Redirects, cookies and the client's own Timeout work as usual; each
+// request of a redirect chain is retried on its own.
+func Client(base http.RoundTripper, r *retry.Retrier) *http.Client {
+	return &http.Client{Transport: NewTransport(base, r)}
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// single makes one attempt per request; it is the Retrier of a Transport
+// without one. Its policy needs no budget and learns nothing, so sharing it
+// shares no state.
+var single = retry.MustNew(retry.Policy{MaxAttempts: 1})
+
+// RoundTrip sends req, retrying as the Retrier decides. It implements
+// http.RoundTripper and keeps its contract:
+//
+//   - req is never modified: every attempt sends a clone (req.Clone), to
+//     which the Transport adds its headers;
+//   - req.Body is always closed, also on errors (by the base transport for
+//     the attempt it was given to, by RoundTrip otherwise);
+//   - a retry sends a fresh body from req.GetBody. A request with a body but
+//     no GetBody is sent once: a body that cannot be replayed is not
+//     retried (http.NewRequest sets GetBody for the usual in-memory bodies);
+//   - a response that is retried is drained (up to 64 KiB, so that its
+//     connection can be reused) and closed; the caller never sees it.
+//
+// The context of req bounds the whole call. If its deadline has already
+// passed, or it is already done, RoundTrip fails at once with an error that
+// wraps ctx.Err() (context.DeadlineExceeded for a deadline), sends nothing and
+// counts no attempt. When the context ends during an attempt, the attempt is
+// of class [retry.Canceled] and never retried; when it ends while waiting to
+// retry, RoundTrip returns at once.
+//
+// Each attempt runs under a child context bounded by the policy's
+// AttemptTimeout, if any; an attempt that runs past it is of class
+// [retry.Timeout] and its error wraps [ErrAttemptTimeout]. As with
+// http.Client's Timeout, the bound covers reading the returned body too: the
+// child context ends when the caller closes the body or reads it to the end.
+//
+// Responses are classified by status: below 400 is [retry.Success];
+// otherwise the Retrier's classifiers see a [*StatusError] (one may accept a
+// status by answering Success) and the default is [retry.ClassifyHTTPStatus]. The server's signals ([ParseSignal]) go to the
+// Retrier with the class. Transport errors are classified by the Retrier
+// ([retry.Retrier.Classify]).
+//
+// When retrying stops on a response, RoundTrip returns that response with a
+// nil error, as it came from the server, except that a failure response gets
+// the header Stormguard-Retries-Exhausted: 1 when more than one attempt was
+// made, or when the retry budget or the kill switch refused the retry. When
+// retrying stops on a transport error, RoundTrip returns the
+// [*retry.GiveUpError] that wraps the last attempt's error and says why.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	r := t.Retrier
+	if r == nil {
+		r = single
+	}
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	now := time.Now()
+	deadline, _ := ctx.Deadline() // the zero Time when there is none
+	if err := expired(ctx, now, deadline); err != nil {
+		closeBody(req.Body)
+		return nil, err
+	}
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	replayable := !hasBody || req.GetBody != nil
+
+	c := r.StartAt(now, deadline)
+	body := req.Body // the first attempt sends the caller's body
+	for {
+		o := t.send(ctx, base, r, req, body, c.Attempt())
+		end := time.Now()
+		if o.cls == retry.Success {
+			r.EndAt(end, &c, retry.Success, retry.Signal{}, 0)
+			return o.resp, nil
+		}
+		d := r.EndAt(end, &c, o.cls, o.sig, r.Sample())
+		if d.Retry && !replayable {
+			r.AbandonAt(end, &c)
+			d = retry.Decision{Reason: retry.ErrNotRetryable}
+		}
+		if !d.Retry {
+			return t.stop(r, &c, d.Reason, o)
+		}
+		if o.resp != nil {
+			discard(o.resp)
+		}
+		if err := wait(ctx, deadline, d.Delay); err != nil {
+			r.AbandonAt(time.Now(), &c)
+			return nil, r.GiveUp(&c, retry.ErrCanceled, fmt.Errorf("%w; then, waiting to retry: %w", o.err, err))
+		}
+		if hasBody {
+			b, err := req.GetBody()
+			if err != nil {
+				r.AbandonAt(time.Now(), &c)
+				return nil, r.GiveUp(&c, retry.ErrNotRetryable, fmt.Errorf("%w; then, replaying the body: %w", o.err, err))
+			}
+			body = b
+		}
+		r.NextAt(time.Now(), &c)
+	}
+}
+
+// stop ends a call that failed: it returns the last response, marked when
+// this layer retried, or the give-up error.
+func (t *Transport) stop(r *retry.Retrier, c *retry.Call, reason error, o outcome) (*http.Response, error) {
+	err := r.GiveUp(c, reason, o.err) // also runs the OnGiveUp hook
+	if o.resp == nil {
+		return nil, err
+	}
+	if c.Attempt() > 1 || errors.Is(reason, retry.ErrBudgetExhausted) || errors.Is(reason, retry.ErrRetriesDisabled) {
+		if o.resp.Header == nil {
+			o.resp.Header = make(http.Header)
+		}
+		o.resp.Header[wire.HeaderRetriesExhausted] = []string{wire.ExhaustedValue}
+	}
+	return o.resp, nil
+}
+
+// outcome is how one attempt ended.
+type outcome struct {
+	resp *http.Response // nil after a transport error
+	err  error          // the transport error, or a *StatusError for a failure response
+	cls  retry.Class
+	sig  retry.Signal
+}
+
+// send makes attempt n of req with the given body, under a child context
+// when the policy bounds attempts, and classifies what came back.
+func (t *Transport) send(ctx context.Context, base http.RoundTripper, r *retry.Retrier, req *http.Request, body io.ReadCloser, n int) outcome {
+	actx, cancel := ctx, context.CancelFunc(nil)
+	timeout := r.Policy().AttemptTimeout
+	if timeout > 0 {
+		actx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	out := req.Clone(actx)
+	out.Body = body
+	if out.Header == nil {
+		out.Header = make(http.Header, 2)
+	}
+	out.Header[wire.HeaderAttempt] = []string{wire.FormatAttempt(n)}
+	if t.PropagateDeadline {
+		if dl, ok := actx.Deadline(); ok {
+			v, ok := wire.FormatTimeout(time.Until(dl))
+			if !ok { // the caller's deadline passed since the last check
+				if cancel != nil {
+					cancel()
+				}
+				closeBody(body)
+				return outcome{err: fmt.Errorf("httpx: deadline passed before attempt %d was sent: %w", n, context.DeadlineExceeded), cls: retry.Canceled}
+			}
+			out.Header[wire.HeaderTimeout] = []string{v}
+		}
+	}
+
+	resp, err := base.RoundTrip(out)
+
+	if err != nil {
+		timedOut := cancel != nil && actx.Err() != nil && ctx.Err() == nil
+		if cancel != nil {
+			cancel()
+		}
+		switch {
+		case ctx.Err() != nil:
+			if !errors.Is(err, ctx.Err()) {
+				err = fmt.Errorf("%w (%w)", err, ctxErr(ctx))
+			}
+			return outcome{err: err, cls: retry.Canceled}
+		case timedOut:
+			return outcome{err: fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, timeout, err), cls: retry.Timeout}
+		}
+		cls := r.Classify(err)
+		if cls == retry.Canceled {
+			// A deadline or cancellation the caller did not cause.
+			cls = retry.Timeout
+		}
+		return outcome{err: err, cls: cls}
+	}
+	if cancel != nil {
+		if resp.Body != nil {
+			resp.Body = withCancel(resp.Body, cancel)
+		} else {
+			cancel()
+		}
+	}
+	if resp.StatusCode < 400 {
+		return outcome{resp: resp, cls: retry.Success}
+	}
+	se := &StatusError{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header}
+	cls := r.Classify(se)
+	if cls == retry.Success { // a classifier may accept a status, 404 say
+		return outcome{resp: resp, cls: retry.Success}
+	}
+	return outcome{resp: resp, err: se, cls: cls, sig: ParseSignal(resp.Header, time.Now())}
+}
+
+// expired reports, before anything is sent, a context that is already done
+// or whose deadline has passed.
+func expired(ctx context.Context, now, deadline time.Time) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("httpx: request not sent: %w", ctxErr(ctx))
+	}
+	if !deadline.IsZero() && !now.Before(deadline) {
+		return fmt.Errorf("httpx: request not sent, its deadline has passed: %w", context.DeadlineExceeded)
+	}
+	return nil
+}
+
+// wait sleeps for d; it returns early, with the reason, when ctx ends, and
+// fails if the deadline has passed by the end of the wait.
+func wait(ctx context.Context, deadline time.Time, d time.Duration) error {
+	if d > 0 {
+		tm := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+		case <-tm.C:
+		}
+	}
+	if ctx.Err() != nil {
+		return ctxErr(ctx)
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// CloseIdleConnections closes the idle connections of the base transport,
+// if it has that method (http.Transport does). http.Client's method of the
+// same name calls it.
+func (t *Transport) CloseIdleConnections() {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

@@ -1,0 +1,460 @@
+package shed
+
+import (
+	"math/bits"
+	"time"
+
+	"stormguard/wire"
+)
+
+// Item is a request in a [Queue]: the caller's payload and what the queue
+// needs to rank and expire it. It is plain data; the zero Item is a first try
+// of criticality critical with no deadline.
+type Item[T any] struct {
+	// Payload identifies the request to the caller, such as a request id
+	// in the simulator or a waiter index in middleware. The queue only
+	// stores it.
+	Payload T
+	// Attempt is the attempt number from the wire: 1 for a first try, 2
+	// for the first retry, and so on. A value below 1 counts as 1.
+	Attempt int
+	// Criticality is the request's criticality from the wire. Only
+	// Priority criticality reads it; a value beyond the known levels
+	// counts as the nearest one.
+	Criticality wire.Criticality
+	// Deadline is when the caller stops waiting; the zero Time means none.
+	Deadline time.Time
+	// Enqueued is when the item entered the queue. PushAt sets it to its
+	// now argument; the value passed in is ignored.
+	Enqueued time.Time
+}
+
+// IsRetry reports whether the item is a retry: its attempt number is above 1.
+func (it Item[T]) IsRetry() bool { return it.Attempt > 1 }
+
+// Handle identifies an item that [Queue.PushAt] admitted, so that the caller
+// can take it back with [Queue.Remove]. Once the item has left the queue the
+// handle identifies nothing, even after its storage is reused. The zero
+// Handle identifies nothing.
+type Handle struct {
+	slot int32
+	gen  uint32
+}
+
+// Admission is the outcome of [Queue.PushAt]. Two things may have happened,
+// independently: the newcomer was admitted or refused, and a queued item may
+// have been given up to make room for it. The caller answers each item given
+// up with its reason.
+type Admission[T any] struct {
+	// Refused is None if the newcomer was queued, or else why it was not:
+	// QueueFull or Expired.
+	Refused Reason
+	// Handle identifies the queued newcomer; it is the zero Handle if the
+	// newcomer was refused.
+	Handle Handle
+	// VictimReason is None, or why Victim left the queue to make room:
+	// Evicted, or Expired or QueueTimeout if it would have been dropped
+	// anyway.
+	VictimReason Reason
+	// Victim is the item given up; the zero Item if VictimReason is None.
+	Victim Item[T]
+}
+
+// Admitted reports whether the newcomer was queued.
+func (a Admission[T]) Admitted() bool { return a.Refused == None }
+
+// HasVictim reports whether a queued item was given up to make room.
+func (a Admission[T]) HasVictim() bool { return a.VictimReason != None }
+
+// numClasses is the number of priority classes: four criticalities times
+// first try or retry. Class 0 is the best.
+const numClasses = 8
+
+// Priority codes, so that ranking compares no strings.
+const (
+	prioNone uint8 = iota
+	prioFirstTries
+	prioCriticality
+)
+
+var prioCodes = map[Priority]uint8{NoPriority: prioNone, FirstTries: prioFirstTries, ByCriticality: prioCriticality}
+
+// noSlot marks the end of a list and an item absent from the heap.
+const noSlot = -1
+
+// Queue is an admission queue of items carrying a payload of type T. It
+// ranks items into classes by [Config.Priority], serves the best class
+// first in [Config.Order], sheds from the worst class when full, and drops
+// items at their deadline; the package documentation gives the rules.
+//
+// The rules in detail:
+//
+//   - PushAt refuses a newcomer with Expired if its deadline leaves
+//     MinRemaining or less. Otherwise, if the queue is full, it first gives
+//     up an item whose time is up (with its reason, and as if it had left
+//     when it fell due); failing that it compares the newcomer with the item
+//     it would serve last: the newest item of the worst class (the oldest if
+//     that class is served newest first). If the newcomer would be served
+//     first, that item is Evicted; otherwise the newcomer is refused with
+//     QueueFull. So a full queue keeps the Capacity items it would serve
+//     first, and retries are shed before any first try.
+//   - PopAt returns items whose time is up, earliest first, each with its
+//     reason, before it returns one to serve; so an item returned to serve
+//     always has more than MinRemaining left before its deadline.
+//   - An item's time is up at Deadline − MinRemaining, or with Order
+//     adaptive-lifo at its queue timeout if that is earlier. It is decided
+//     when the item is pushed; [Queue.NextExpiry] says when the next one
+//     falls due, so that a timer or a simulation event can call
+//     [Queue.ExpireAt] exactly then.
+//
+// For example, with the zero Config (first tries first, FIFO) and capacity 3
+// holding first try F1 and retries R1, R2, pushed in that order: pushing
+// first try F2 evicts R2, the newest of the worst class, and PopAt then
+// serves F1, F2, R1; pushing retry R3 instead would be refused with
+// QueueFull, as R3 would be served after R1 and R2.
+//
+// All methods run in constant time except that adding or removing an item
+// with a deadline costs O(log n), and none allocates. A Queue is not safe
+// for concurrent use. The zero Queue has capacity 0 and refuses every item
+// with QueueFull: build one with [New].
+type Queue[T any] struct {
+	slots []slot[T]
+	heap  []heapEntry // the items that can expire, soonest first
+	free  int32       // head of the free list, linked through slot.next
+	n     int
+
+	classes  [numClasses]list
+	nonEmpty uint8 // bit c is set iff classes[c] holds items
+
+	lastEmpty      time.Time             // when the queue last went from empty to not empty
+	classLastEmpty [numClasses]time.Time // the same for each class
+	seq            uint64                // pushes so far; orders ties in the heap
+	epoch          time.Time             // origin of the heap's keys
+	hasEpoch       bool
+
+	cfg          Config
+	prio         uint8 // prioNone, prioFirstTries or prioCriticality
+	lifo         bool  // Order lifo
+	adaptive     bool  // Order adaptive-lifo
+	target       time.Duration
+	interval     time.Duration
+	minRemaining time.Duration
+
+	counts [2]Counts // first tries, retries
+}
+
+// list is a doubly linked list of slots, oldest (head) to newest (tail).
+type list struct{ head, tail int32 }
+
+type slot[T any] struct {
+	item       Item[T]
+	expiry     time.Time // when its time is up; meaningful only if pos != noSlot
+	seq        uint64
+	prev, next int32
+	pos        int32 // index in the heap, or noSlot
+	gen        uint32
+	class      uint8
+	timeout    bool // expiry is the adaptive queue timeout, not the deadline
+	used       bool
+}
+
+// New validates c, fills its defaults and builds a Queue with room for
+// c.Capacity items, allocated now: about 150 bytes per item plus the
+// payload's size (150 KB for the default 1000 items and an int32 payload).
+func New[T any](c Config) (*Queue[T], error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c = c.WithDefaults()
+	q := &Queue[T]{
+		slots:        make([]slot[T], c.Capacity),
+		heap:         make([]heapEntry, 0, c.Capacity),
+		cfg:          c,
+		prio:         prioCodes[c.Priority],
+		lifo:         c.Order == LIFO,
+		adaptive:     c.Order == AdaptiveLIFO,
+		target:       c.CoDelTarget,
+		interval:     c.CoDelInterval,
+		minRemaining: c.MinRemaining,
+	}
+	for i := range q.slots {
+		q.slots[i].next = int32(i + 1)
+		q.slots[i].pos = noSlot
+	}
+	q.slots[len(q.slots)-1].next = noSlot // Validate ensures Capacity ≥ 1
+	for i := range q.classes {
+		q.classes[i] = list{noSlot, noSlot}
+	}
+	return q, nil
+}
+
+// Config returns the queue's configuration, defaults filled in.
+func (q *Queue[T]) Config() Config { return q.cfg }
+
+// Len returns the number of items in the queue.
+func (q *Queue[T]) Len() int { return q.n }
+
+// Cap returns the most items the queue holds.
+func (q *Queue[T]) Cap() int { return len(q.slots) }
+
+// Stats returns the queue's counters.
+func (q *Queue[T]) Stats() Stats { return Stats{FirstTries: q.counts[0], Retries: q.counts[1]} }
+
+// Overloaded reports whether the queue as a whole is overloaded at now: it
+// holds items and has not been empty since now − CoDelInterval or earlier.
+// It is a signal for metrics and for [Decide]; adaptive LIFO acts on the
+// same test applied to each priority class, see the package documentation.
+func (q *Queue[T]) Overloaded(now time.Time) bool {
+	return q.n > 0 && !now.Before(q.lastEmpty.Add(q.interval))
+}
+
+// newestFirst reports whether the queue serves the newest item of class c
+// first at now: always under LIFO, and under adaptive LIFO while the class
+// is overloaded (not empty since now − CoDelInterval or earlier). The
+// caller knows that c holds items.
+func (q *Queue[T]) newestFirst(now time.Time, c uint8) bool {
+	return q.lifo || q.adaptive && !now.Before(q.classLastEmpty[c].Add(q.interval))
+}
+
+// rank returns the class of it, 0 being the best.
+func (q *Queue[T]) rank(it *Item[T]) uint8 {
+	var r uint8
+	if it.Attempt > 1 {
+		r = 1
+	}
+	switch q.prio {
+	case prioFirstTries:
+		return r
+	case prioCriticality:
+		c := min(max(it.Criticality, wire.Sheddable), wire.CriticalPlus)
+		return uint8(wire.CriticalPlus-c)*2 + r
+	}
+	return 0
+}
+
+// kind indexes counts: 0 for a first try, 1 for a retry.
+func kind[T any](it *Item[T]) int {
+	if it.Attempt > 1 {
+		return 1
+	}
+	return 0
+}
+
+// PushAt offers item it to the queue at now and reports what happened: see
+// [Admission] and, for the rules, [Queue]. The caller answers a refused
+// newcomer with a.Refused and a victim with a.VictimReason.
+func (q *Queue[T]) PushAt(now time.Time, it Item[T]) (a Admission[T]) {
+	k := kind(&it)
+	q.counts[k].Pushed++
+	if !it.Deadline.IsZero() && !now.Before(it.Deadline.Add(-q.minRemaining)) {
+		q.counts[k].Expired++
+		a.Refused = Expired
+		return a
+	}
+	r := q.rank(&it)
+	full := q.n >= len(q.slots)
+	if full && len(q.heap) > 0 && !now.Before(q.slots[q.heap[0].slot].expiry) {
+		a.Victim, a.VictimReason = q.expireTop()
+		full = false
+	}
+	// Whether the queue and the newcomer's class were empty is judged
+	// after a due item left, as if ExpireAt had dropped it on time, but
+	// before an eviction, which never counts as either going empty.
+	wasEmpty, classWasEmpty := q.n == 0, q.nonEmpty&(1<<r) == 0
+	if full {
+		if q.n == 0 { // capacity 0
+			q.counts[k].Full++
+			a.Refused = QueueFull
+			return a
+		}
+		w := uint8(7 - bits.LeadingZeros8(q.nonEmpty))
+		newest := q.newestFirst(now, w)
+		if r > w || r == w && !newest {
+			q.counts[k].Full++
+			a.Refused = QueueFull
+			return a
+		}
+		i := q.classes[w].tail
+		if newest {
+			i = q.classes[w].head
+		}
+		a.Victim = q.remove(i)
+		a.VictimReason = Evicted
+		q.counts[kind(&a.Victim)].Evicted++
+	}
+	if wasEmpty {
+		q.lastEmpty = now
+	}
+	if classWasEmpty {
+		q.classLastEmpty[r] = now
+	}
+
+	i := q.free
+	s := &q.slots[i]
+	q.free = s.next
+	s.used = true
+	s.gen++
+	if s.gen == 0 { // the zero Handle must never match
+		s.gen = 1
+	}
+	it.Enqueued = now
+	s.item = it
+	s.class = r
+	q.seq++
+	s.seq = q.seq
+
+	l := &q.classes[r]
+	s.prev, s.next = l.tail, noSlot
+	if l.tail == noSlot {
+		l.head = i
+	} else {
+		q.slots[l.tail].next = i
+	}
+	l.tail = i
+	q.nonEmpty |= 1 << r
+	q.n++
+	q.counts[k].Queued++
+
+	hasExpiry := false
+	if !it.Deadline.IsZero() {
+		s.expiry, s.timeout, hasExpiry = it.Deadline.Add(-q.minRemaining), false, true
+	}
+	if q.adaptive {
+		t := now.Add(q.target)
+		if o := q.classLastEmpty[r].Add(q.interval); o.After(t) {
+			t = o
+		}
+		if !hasExpiry || t.Before(s.expiry) {
+			s.expiry, s.timeout, hasExpiry = t, true, true
+		}
+	}
+	if hasExpiry {
+		q.heapPush(now, s.expiry, i)
+	}
+	a.Handle = Handle{slot: i, gen: s.gen}
+	return a
+}
+
+// PopAt removes and returns the next item at now. If an item's time is up it
+// returns that one (the earliest due) with its reason, Expired or
+// QueueTimeout, and the caller answers it and calls again; otherwise it
+// returns the item to serve with why None. ok is false only when the queue
+// is empty. The usual loop:
+//
+//	for {
+//		it, why, ok := q.PopAt(now)
+//		if !ok {
+//			break // nothing to serve
+//		}
+//		if why != shed.None {
+//			reject(it, why)
+//			continue
+//		}
+//		serve(it)
+//		break
+//	}
+func (q *Queue[T]) PopAt(now time.Time) (it Item[T], why Reason, ok bool) {
+	if q.n == 0 {
+		return it, None, false
+	}
+	if len(q.heap) > 0 && !now.Before(q.slots[q.heap[0].slot].expiry) {
+		it, why = q.expireTop()
+		return it, why, true
+	}
+	c := uint8(bits.TrailingZeros8(q.nonEmpty))
+	l := &q.classes[c]
+	i := l.head
+	if q.newestFirst(now, c) {
+		i = l.tail
+	}
+	it = q.remove(i)
+	q.counts[kind(&it)].Served++
+	return it, None, true
+}
+
+// ExpireAt removes and returns one item whose time is up at now, the
+// earliest due, with its reason (Expired or QueueTimeout); ok is false if
+// there is none. Call it until ok is false when [Queue.NextExpiry] falls due,
+// to drop queued work at its deadline rather than when PopAt meets it.
+func (q *Queue[T]) ExpireAt(now time.Time) (it Item[T], why Reason, ok bool) {
+	if len(q.heap) == 0 || now.Before(q.slots[q.heap[0].slot].expiry) {
+		return it, None, false
+	}
+	it, why = q.expireTop()
+	return it, why, true
+}
+
+// NextExpiry returns the instant at which the next queued item's time is
+// up; ok is false if no queued item can expire (no item has a deadline and
+// the Order is not adaptive-lifo, or the queue is empty).
+func (q *Queue[T]) NextExpiry() (at time.Time, ok bool) {
+	if len(q.heap) == 0 {
+		return at, false
+	}
+	return q.slots[q.heap[0].slot].expiry, true
+}
+
+// Remove takes the item identified by h out of the queue, for instance
+// because its client went away, and returns it; ok is false if the item has
+// already left the queue (served, shed, expired or removed) or h identifies
+// nothing.
+func (q *Queue[T]) Remove(h Handle) (it Item[T], ok bool) {
+	if h.gen == 0 || h.slot < 0 || int(h.slot) >= len(q.slots) {
+		return it, false
+	}
+	s := &q.slots[h.slot]
+	if !s.used || s.gen != h.gen {
+		return it, false
+	}
+	it = q.remove(h.slot)
+	q.counts[kind(&it)].Removed++
+	return it, true
+}
+
+// expireTop removes the heap's top item, whose time is up, and counts it.
+func (q *Queue[T]) expireTop() (Item[T], Reason) {
+	i := q.heap[0].slot
+	why := Expired
+	if q.slots[i].timeout {
+		why = QueueTimeout
+	}
+	it := q.remove(i)
+	if why == Expired {
+		q.counts[kind(&it)].Expired++
+	} else {
+		q.counts[kind(&it)].TimedOut++
+	}
+	return it, why
+}
+
+// remove unlinks slot i from its class and the heap, frees it and returns
+// its item. The caller counts the outcome.
+func (q *Queue[T]) remove(i int32) Item[T] {
+	s := &q.slots[i]
+	l := &q.classes[s.class]
+	if s.prev == noSlot {
+		l.head = s.next
+	} else {
+		q.slots[s.prev].next = s.next
+	}
+	if s.next == noSlot {
+		l.tail = s.prev
+	} else {
+		q.slots[s.next].prev = s.prev
+	}
+	if l.head == noSlot {
+		q.nonEmpty &^= 1 << s.class
+	}
+	if s.pos != noSlot {
+		q.heapRemove(int(s.pos))
+	}
+	it := s.item
+	s.item = Item[T]{} // drop references the payload may hold
+	s.used = false
+	s.prev = noSlot
+	s.next = q.free
+	q.free = i
+	q.n--
+	q.counts[kind(&it)].Queued--
+	return it
+}
