@@ -128,11 +128,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			r.EndAt(end, &c, retry.Success, retry.Signal{}, 0)
 			return o.resp, nil
 		}
-		d := r.EndAt(end, &c, o.cls, o.sig, r.Sample())
-		if d.Retry && !replayable {
-			r.AbandonAt(end, &c)
-			d = retry.Decision{Reason: retry.ErrNotRetryable}
+		if !replayable {
+			// A body that cannot be sent again: report the attempt, never
+			// ask for (or pay for) a retry.
+			r.FinishAt(end, &c, o.cls)
+			return t.stop(r, &c, retry.ErrNotRetryable, o)
 		}
+		d := r.EndAt(end, &c, o.cls, o.sig, r.Sample())
 		if !d.Retry {
 			return t.stop(r, &c, d.Reason, o)
 		}

@@ -126,13 +126,14 @@ type (
 //  1. context.Canceled, context.DeadlineExceeded → Canceled (the shells turn
 //     a per-attempt timeout into Timeout before asking);
 //  2. an error with RetryClass() → that class;
-//  3. a Signaler: service overloaded → ServiceOverloaded, retries exhausted
-//     downstream → RetriesExhausted, malformed pushback → ServiceOverloaded;
-//  4. an HTTPStatuser → [ClassifyHTTPStatus];
-//  5. a GRPCCoder → [ClassifyGRPCCode];
-//  6. a net.Error with Timeout() → Timeout;
-//  7. connection refused, reset, aborted, broken pipe, unexpected EOF, EOF,
-//     net.ErrClosed and other *net.OpError → Transient.
+//  3. an HTTPStatuser → [ClassifyHTTPStatus]; a GRPCCoder →
+//     [ClassifyGRPCCode]; a net.Error with Timeout() → Timeout; connection
+//     refused, reset, aborted, broken pipe, unexpected EOF, EOF, net.ErrClosed
+//     and other *net.OpError → Transient;
+//  4. then, if that class is retryable (or unknown), a Signaler's signal
+//     can stop it: service overloaded or malformed pushback →
+//     ServiceOverloaded, retries exhausted downstream → RetriesExhausted.
+//     A signal never makes a non-retryable error retryable.
 //
 // Everything else is unknown (ok = false).
 var Default Classifier = ClassifierFunc(defaultClassify)
@@ -145,16 +146,26 @@ func defaultClassify(err error) (Class, bool) {
 	if errors.As(err, &cl) {
 		return cl.RetryClass(), true
 	}
-	var sg Signaler
-	if errors.As(err, &sg) {
-		s := sg.Signal()
-		switch {
-		case s.Overload == wire.OverloadService || s.BadPushback:
-			return ServiceOverloaded, true
-		case s.Exhausted:
-			return RetriesExhausted, true
+	c, ok := baseClass(err)
+	// A server's signal can only stop a retry the error would otherwise
+	// allow: a 404 stays not retryable whatever headers came with it.
+	if !ok || c.Retryable() {
+		var sg Signaler
+		if errors.As(err, &sg) {
+			s := sg.Signal()
+			switch {
+			case s.Overload == wire.OverloadService || s.BadPushback:
+				return ServiceOverloaded, true
+			case s.Exhausted:
+				return RetriesExhausted, true
+			}
 		}
 	}
+	return c, ok
+}
+
+// baseClass classifies by status code and network error, ignoring signals.
+func baseClass(err error) (Class, bool) {
 	var hs HTTPStatuser
 	if errors.As(err, &hs) {
 		return ClassifyHTTPStatus(hs.HTTPStatus())

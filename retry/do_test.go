@@ -59,6 +59,8 @@ func TestClassify(t *testing.T) {
 		{&SignalError{Err: statusErr(503), Sig: Signal{Overload: wire.OverloadService}}, ServiceOverloaded},
 		{&SignalError{Err: statusErr(503), Sig: Signal{Exhausted: true}}, RetriesExhausted},
 		{&SignalError{Err: statusErr(503), Sig: Signal{Overload: wire.OverloadInstance}}, Transient},
+		{&SignalError{Err: statusErr(404), Sig: Signal{Overload: wire.OverloadService}}, NeverRetry}, // a signal never makes a 404 retryable
+		{&SignalError{Err: errors.New("opaque"), Sig: Signal{Exhausted: true}}, RetriesExhausted},
 		{&GiveUpError{Reason: ErrAttemptsExhausted, Last: statusErr(503), Attempts: 3}, RetriesExhausted},
 		{&GiveUpError{Reason: ErrNotRetryable, Last: statusErr(404), Attempts: 1}, NeverRetry},
 	}

@@ -267,6 +267,30 @@ func (r *Retrier) clampPushback(d, h time.Duration) time.Duration {
 	return h
 }
 
+// FinishAt records the end of the current attempt when the caller will not
+// retry whatever happened (a request body that cannot be replayed, say):
+// the budget learns the outcome, the OnAttempt hook runs, and no retry is
+// asked for or charged.
+func (r *Retrier) FinishAt(now time.Time, c *Call, cls Class) {
+	c.last = cls
+	switch {
+	case cls == Success:
+		r.budget.EndAt(now, budget.Success, c.ticket)
+	case cls.Retryable():
+		r.budget.EndAt(now, budget.Failure, c.ticket)
+	default:
+		r.budget.EndAt(now, budget.Ignore, c.ticket)
+	}
+	c.ticket = budget.Ticket{}
+	if r.hasHooks && r.hooks.OnAttempt != nil {
+		var took time.Duration
+		if !c.started.IsZero() && !now.IsZero() {
+			took = now.Sub(c.started)
+		}
+		r.hooks.OnAttempt(c.attempt, cls, took)
+	}
+}
+
 // NextAt starts the retry granted by the last EndAt.
 func (r *Retrier) NextAt(now time.Time, c *Call) {
 	c.attempt++
