@@ -30,7 +30,7 @@ func (q *Queue[T]) heapPush(now, due time.Time, i int32) {
 		q.epoch, q.hasEpoch = now, true
 	}
 	j := len(q.heap)
-	q.heap = append(q.heap, heapEntry{key: int64(due.Sub(q.epoch)), seq: q.slots[i].seq, slot: i}) // within the capacity allocated by New
+	q.heap = append(q.heap, heapEntry{key: int64(due.Sub(q.epoch)), seq: q.slots[i].seq, slot: i}) // grows with the slots, then never again
 	q.slots[i].pos = int32(j)
 	q.up(j)
 }

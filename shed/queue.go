@@ -114,11 +114,14 @@ const noSlot = -1
 // QueueFull, as R3 would be served after R1 and R2.
 //
 // All methods run in constant time except that adding or removing an item
-// with a deadline costs O(log n), and none allocates. A Queue is not safe
+// with a deadline costs O(log n). Storage grows on demand, doubling, up to
+// the capacity, so a large capacity costs nothing until it is used; once
+// grown, no method allocates. A Queue is not safe
 // for concurrent use. The zero Queue has capacity 0 and refuses every item
 // with QueueFull: build one with [New].
 type Queue[T any] struct {
-	slots []slot[T]
+	slots []slot[T]   // grows on demand up to capacity
+	cap   int         // Config.Capacity
 	heap  []heapEntry // the items that can expire, soonest first
 	free  int32       // head of the free list, linked through slot.next
 	n     int
@@ -167,8 +170,9 @@ func New[T any](c Config) (*Queue[T], error) {
 	}
 	c = c.WithDefaults()
 	q := &Queue[T]{
-		slots:        make([]slot[T], c.Capacity),
-		heap:         make([]heapEntry, 0, c.Capacity),
+		slots:        make([]slot[T], min(c.Capacity, initialSlots)),
+		cap:          c.Capacity,
+		heap:         make([]heapEntry, 0, min(c.Capacity, initialSlots)),
 		cfg:          c,
 		prio:         prioCodes[c.Priority],
 		lifo:         c.Order == LIFO,
@@ -195,7 +199,25 @@ func (q *Queue[T]) Config() Config { return q.cfg }
 func (q *Queue[T]) Len() int { return q.n }
 
 // Cap returns the most items the queue holds.
-func (q *Queue[T]) Cap() int { return len(q.slots) }
+func (q *Queue[T]) Cap() int { return q.cap }
+
+// initialSlots is how many slots New allocates; the rest come on demand.
+const initialSlots = 64
+
+// grow doubles the slots (up to the capacity) and links the new ones into
+// the free list. It is called only when the free list is empty and the
+// queue holds fewer items than its capacity.
+func (q *Queue[T]) grow() {
+	old := len(q.slots)
+	n := min(q.cap, 2*old)
+	q.slots = append(q.slots, make([]slot[T], n-old)...)
+	for i := old; i < n; i++ {
+		q.slots[i].next = int32(i + 1)
+		q.slots[i].pos = noSlot
+	}
+	q.slots[n-1].next = q.free
+	q.free = int32(old)
+}
 
 // Stats returns the queue's counters.
 func (q *Queue[T]) Stats() Stats { return Stats{FirstTries: q.counts[0], Retries: q.counts[1]} }
@@ -252,7 +274,7 @@ func (q *Queue[T]) PushAt(now time.Time, it Item[T]) (a Admission[T]) {
 		return a
 	}
 	r := q.rank(&it)
-	full := q.n >= len(q.slots)
+	full := q.n >= q.cap
 	if full && len(q.heap) > 0 && !now.Before(q.slots[q.heap[0].slot].expiry) {
 		a.Victim, a.VictimReason = q.expireTop()
 		full = false
@@ -289,6 +311,9 @@ func (q *Queue[T]) PushAt(now time.Time, it Item[T]) (a Admission[T]) {
 		q.classLastEmpty[r] = now
 	}
 
+	if q.free == noSlot {
+		q.grow()
+	}
 	i := q.free
 	s := &q.slots[i]
 	q.free = s.next
