@@ -1,0 +1,277 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"math"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"stormguard/sim"
+)
+
+// palette gives every quantity one colour, the same in every chart and in
+// the HTML page.
+var palette = map[string]color.RGBA{
+	"demand":          {128, 128, 128, 255}, // grey
+	"goodput":         {44, 160, 44, 255},   // green
+	"offered_first":   {31, 119, 180, 255},  // blue
+	"offered_retries": {255, 127, 14, 255},  // orange
+	"throughput":      {148, 103, 189, 255}, // purple
+	"wasted":          {214, 39, 40, 255},   // red
+	"queue":           {140, 86, 75, 255},   // brown
+	"shed":            {139, 0, 0, 255},     // dark red
+	"expired":         {139, 0, 0, 255},     // dark red, dashed
+	"limit":           {0, 0, 0, 255},       // black, dashed
+	"trigger":         {255, 236, 179, 255}, // pale amber shading
+}
+
+// dashes tell apart the clients (or services) of one panel.
+var dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(3), vg.Points(2), vg.Points(3)}}
+
+// Figure geometry.
+const (
+	figWidth    = 11 * vg.Inch
+	panelHeight = 2.4 * vg.Inch
+	legendWidth = 2.3 * vg.Inch
+)
+
+// chart draws a run as stacked panels that share the time axis: (a) client
+// demand and goodput, (b) per service offered load, throughput, goodput and
+// waste, (c) queue lengths; trigger windows shaded, verdict in the title.
+func chart(r sim.Result) (png, svg []byte, err error) {
+	rows := 2 + len(r.Services)
+	h := vg.Length(rows)*panelHeight + 0.4*vg.Inch
+
+	img := vgimg.New(figWidth, h)
+	if err := render(draw.New(img), r); err != nil {
+		return nil, nil, err
+	}
+	var pb bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&pb); err != nil {
+		return nil, nil, err
+	}
+	sc := vgsvg.New(figWidth, h)
+	if err := render(draw.New(sc), r); err != nil {
+		return nil, nil, err
+	}
+	var sb bytes.Buffer
+	if _, err := sc.WriteTo(&sb); err != nil {
+		return nil, nil, err
+	}
+	return pb.Bytes(), sb.Bytes(), nil
+}
+
+// render draws the panels into dc, with each panel's legend to its right.
+func render(dc draw.Canvas, r sim.Result) error {
+	plots, legends, err := panels(r)
+	if err != nil {
+		return err
+	}
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	area := draw.Crop(dc, 0, -legendWidth, 0, 0)
+	pad := vg.Points(8)
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: pad, PadBottom: pad, PadLeft: pad, PadRight: pad, PadY: pad}
+	grid := make([][]*plot.Plot, len(plots))
+	for i, p := range plots {
+		grid[i] = []*plot.Plot{p}
+	}
+	for i, c := range plot.Align(grid, tiles, area) {
+		plots[i].Draw(c[0])
+		lc := draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
+			Min: vg.Point{X: area.Max.X + pad, Y: c[0].Min.Y},
+			Max: vg.Point{X: dc.Max.X - pad, Y: c[0].Max.Y - 2*pad},
+		}}
+		legends[i].Draw(lc)
+	}
+	return nil
+}
+
+// panels builds the plots of a run and their legends, top to bottom.
+func panels(r sim.Result) ([]*plot.Plot, []plot.Legend, error) {
+	var plots []*plot.Plot
+	var legends []plot.Legend
+	add := func(ylabel string, lines []line, withTrigger bool) error {
+		p, l, err := panel(r, ylabel, lines, withTrigger)
+		plots, legends = append(plots, p), append(legends, l)
+		return err
+	}
+	var clients []line
+	for i, c := range r.Clients {
+		prefix := prefixFor(c.Name, len(r.Clients))
+		clients = append(clients,
+			line{"demand", prefix + "demand", i, clientSeries(c, func(b sim.ClientBin) float64 { return b.Demand })},
+			line{"goodput", prefix + "goodput", i, clientSeries(c, func(b sim.ClientBin) float64 { return b.Goodput })})
+	}
+	ylabel := "requests/s"
+	if len(r.Clients) == 1 {
+		ylabel = r.Clients[0].Name + ": requests/s"
+	}
+	if err := add(ylabel, clients, true); err != nil {
+		return nil, nil, err
+	}
+	plots[0].Title.Text = title(r)
+	var queues []line
+	for i, v := range r.Services {
+		f := func(get func(sim.ServiceBin) float64) plotter.XYs { return serviceSeries(v, get) }
+		ls := []line{
+			{"offered_first", "offered: first tries", 0, f(func(b sim.ServiceBin) float64 { return b.OfferedFirst })},
+			{"offered_retries", "offered: retries", 0, f(func(b sim.ServiceBin) float64 { return b.OfferedRetries })},
+			{"throughput", "throughput", 0, f(func(b sim.ServiceBin) float64 { return b.Throughput })},
+			{"goodput", "goodput", 0, f(func(b sim.ServiceBin) float64 { return b.Goodput })},
+			{"wasted", "wasted", 0, f(func(b sim.ServiceBin) float64 { return b.Wasted })},
+		}
+		if shed := f(func(b sim.ServiceBin) float64 { return b.Shed }); nonZero(shed) {
+			ls = append(ls, line{"shed", "shed", 0, shed})
+		}
+		if exp := f(func(b sim.ServiceBin) float64 { return b.Expired }); nonZero(exp) {
+			ls = append(ls, line{"expired", "expired, dropped", 1, exp})
+		}
+		if err := add(v.Name+": attempts/s", ls, false); err != nil {
+			return nil, nil, err
+		}
+		prefix := prefixFor(v.Name, len(r.Services))
+		queues = append(queues, line{"queue", prefix + "queue", i, f(func(b sim.ServiceBin) float64 { return b.Queue })})
+		if lim := f(func(b sim.ServiceBin) float64 { return b.Limit }); nonZero(lim) {
+			queues = append(queues, line{"limit", prefix + "concurrency limit", 1 + i, lim})
+		}
+	}
+	if err := add("queue (requests)", queues, false); err != nil {
+		return nil, nil, err
+	}
+	last := plots[len(plots)-1]
+	last.X.Label.Text = "time (s)"
+	return plots, legends, nil
+}
+
+// line is one series of a panel: its palette key, legend label and dash.
+type line struct {
+	key, label string
+	dash       int
+	xys        plotter.XYs
+}
+
+// panel makes one plot with its lines over the run's time span, y from 0.
+func panel(r sim.Result, ylabel string, lines []line, withTrigger bool) (*plot.Plot, plot.Legend, error) {
+	p := plot.New()
+	p.Title.TextStyle.Font.Size = vg.Points(14)
+	p.Y.Label.Text = ylabel
+	p.X.Tick.Marker = ticks{}
+	p.Y.Tick.Marker = ticks{}
+	p.X.Min, p.X.Max = 0, math.Max(r.DurationS, r.BinS)
+	p.Y.Min, p.Y.Max = 0, 1
+	leg := plot.NewLegend()
+	leg.Top, leg.Left = true, true
+	leg.TextStyle.Font.Size = vg.Points(10)
+	leg.Padding = vg.Points(3)
+	leg.ThumbnailWidth = vg.Points(24)
+	sh := shade{spans: r.TriggerS}
+	p.Add(sh)
+	if withTrigger && len(r.TriggerS) > 0 {
+		leg.Add("trigger", sh)
+	}
+	for _, l := range lines {
+		pl, err := plotter.NewLine(l.xys)
+		if err != nil {
+			return p, leg, fmt.Errorf("%s: %w", l.label, err)
+		}
+		pl.LineStyle.Color = palette[l.key]
+		pl.LineStyle.Width = vg.Points(1.5)
+		pl.LineStyle.Dashes = dashes[l.dash%len(dashes)]
+		p.Add(pl)
+		leg.Add(l.label, pl)
+		for _, xy := range l.xys {
+			p.Y.Max = math.Max(p.Y.Max, xy.Y*1.05)
+		}
+	}
+	return p, leg, nil
+}
+
+// title names the run and its verdict.
+func title(r sim.Result) string {
+	s := Summarize(r)
+	switch {
+	case s.Verdict == "metastable":
+		return fmt.Sprintf("%s: metastable, goodput never recovered after the trigger", r.Name)
+	case s.Verdict == "recovered" && s.RecoveryS != nil:
+		return fmt.Sprintf("%s: recovered %.1f s after the trigger", r.Name, *s.RecoveryS)
+	case s.Verdict == "":
+		return r.Name
+	}
+	return r.Name + ": " + s.Verdict
+}
+
+func prefixFor(name string, n int) string {
+	if n > 1 {
+		return name + ": "
+	}
+	return ""
+}
+
+func clientSeries(c sim.ClientSeries, get func(sim.ClientBin) float64) plotter.XYs {
+	xys := make(plotter.XYs, len(c.Bins))
+	for i, b := range c.Bins {
+		xys[i] = plotter.XY{X: finite(b.T), Y: finite(get(b))}
+	}
+	return xys
+}
+
+func serviceSeries(v sim.ServiceSeries, get func(sim.ServiceBin) float64) plotter.XYs {
+	xys := make(plotter.XYs, len(v.Bins))
+	for i, b := range v.Bins {
+		xys[i] = plotter.XY{X: finite(b.T), Y: finite(get(b))}
+	}
+	return xys
+}
+
+func nonZero(xys plotter.XYs) bool {
+	for _, xy := range xys {
+		if xy.Y != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ticks are gonum's default ticks with plain number labels (25000, not
+// 25000.00).
+type ticks struct{}
+
+// Ticks implements plot.Ticker.
+func (ticks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
+// shade fills the trigger windows over the whole height of a panel. It is
+// added first, so the lines are drawn over it.
+type shade struct{ spans [][2]float64 }
+
+// Plot implements plot.Plotter.
+func (s shade) Plot(c draw.Canvas, p *plot.Plot) {
+	x, _ := p.Transforms(&c)
+	for _, sp := range s.spans {
+		x0, x1 := x(sp[0]), x(sp[1])
+		pts := []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}}
+		c.FillPolygon(palette["trigger"], c.ClipPolygonX(pts))
+	}
+}
+
+// Thumbnail implements plot.Thumbnailer for the legend.
+func (shade) Thumbnail(c *draw.Canvas) {
+	r := c.Rectangle
+	c.FillPolygon(palette["trigger"], []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
+}

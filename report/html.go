@@ -1,0 +1,80 @@
+package report
+
+import (
+	_ "embed"
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"io"
+)
+
+//go:embed index.html.tmpl
+var indexText string
+
+var indexTmpl = template.Must(template.New("index").Parse(indexText))
+
+// htmlRow is one run on the page.
+type htmlRow struct {
+	Summary
+	Anchor, File, Class string
+	Changes             []string
+	Chart               template.URL // the PNG as a data: URL
+}
+
+// keyEntry explains one colour of the charts.
+type keyEntry struct {
+	Colour template.CSS
+	Label  string
+}
+
+// chartKey lists the quantities of the charts in the order they appear.
+var chartKey = []struct{ key, label string }{
+	{"demand", "demand (new requests)"},
+	{"goodput", "goodput"},
+	{"offered_first", "offered: first tries"},
+	{"offered_retries", "offered: retries"},
+	{"throughput", "throughput"},
+	{"wasted", "wasted work"},
+	{"shed", "shed or expired"},
+	{"queue", "queue length"},
+	{"trigger", "trigger window"},
+}
+
+// writeHTML writes the page: a self-contained file (CSS inline, charts as
+// data: URLs, no scripts and nothing loaded from elsewhere).
+func writeHTML(w io.Writer, s Sim, files []string, charts [][]byte) error {
+	var sums []Summary
+	rows := make([]htmlRow, len(s.Output.Runs))
+	for i, r := range s.Output.Runs {
+		sum := Summarize(r)
+		sums = append(sums, sum)
+		rows[i] = htmlRow{
+			Summary: sum,
+			Anchor:  "run-" + files[i],
+			File:    files[i],
+			Class:   badgeClass(r.Verdict),
+			Changes: s.Changes[r.Name],
+			Chart:   template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(charts[i])),
+		}
+	}
+	key := make([]keyEntry, len(chartKey))
+	for i, k := range chartKey {
+		c := palette[k.key]
+		key[i] = keyEntry{template.CSS(fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B)), k.label}
+	}
+	return indexTmpl.Execute(w, map[string]any{
+		"Scenario":    s.Output.Scenario,
+		"Description": s.Description,
+		"Advice":      Advice(sums, s.Changes),
+		"Rows":        rows,
+		"Key":         key,
+	})
+}
+
+func badgeClass(verdict string) string {
+	switch verdict {
+	case "stable", "recovered", "metastable":
+		return verdict
+	}
+	return "other"
+}

@@ -1,0 +1,228 @@
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"stormguard/sim"
+)
+
+// synthetic builds a run by hand: demand 100/s, goodput that drops during
+// the trigger [3, 5) s and comes back after recoverAt (never if < 0).
+func synthetic(name, verdict string, recoverAt float64) sim.Result {
+	const bins = 10
+	r := sim.Result{Name: name, Verdict: verdict, Why: "made up for the test", Seed: 1, BinS: 1, DurationS: bins,
+		TriggerS: [][2]float64{{3, 5}}}
+	if recoverAt >= 0 {
+		rec := recoverAt - 5
+		r.RecoveryS = &rec
+	}
+	c := sim.ClientSeries{Name: "app"}
+	v := sim.ServiceSeries{Name: "db"}
+	for i := range bins {
+		t := float64(i)
+		good := 100.0
+		if t >= 3 && (recoverAt < 0 || t < recoverAt) {
+			good = 0
+		}
+		c.Bins = append(c.Bins, sim.ClientBin{T: t, Demand: 100, Goodput: good, LatencyP50: 0.05, LatencyP99: 0.2, Budget: -1,
+			GaveUp: sim.GiveUps{Attempts: 100 - good}})
+		v.Bins = append(v.Bins, sim.ServiceBin{T: t, OfferedFirst: 100, OfferedRetries: 200 - 2*good, Throughput: 150,
+			Goodput: good, Wasted: 150 - good, Queue: 300 - 3*good, Shed: 1})
+	}
+	c.Total = sim.ClientTotal{Requests: 1000, Succeeded: 600, Failed: 400, Attempts: 2000, Retries: 1000,
+		GaveUp: sim.GiveUps{Attempts: 300, Budget: 100}}
+	v.Total = sim.ServiceTotal{Arrived: 2000, Completed: 1500, Goodput: 600, Wasted: 900, Shed: 500}
+	r.Clients = []sim.ClientSeries{c}
+	r.Services = []sim.ServiceSeries{v}
+	return r
+}
+
+func TestWriteSim(t *testing.T) {
+	dir := t.TempDir()
+	out := sim.Output{Scenario: "toy", Runs: []sim.Result{
+		synthetic("naive/rate=100", "metastable", -1),
+		synthetic("stormguard/rate=100", "recovered", 7),
+	}}
+	if err := WriteSim(dir, out); err != nil {
+		t.Fatal(err)
+	}
+	var back sim.Output
+	readJSON(t, filepath.Join(dir, "summary.json"), &back)
+	if back.Scenario != "toy" || len(back.Runs) != 2 || back.Runs[1].Verdict != "recovered" {
+		t.Errorf("summary.json = %+v", back)
+	}
+	for _, stem := range []string{"naive_rate=100", "stormguard_rate=100"} {
+		checkCSV(t, filepath.Join(dir, stem+".csv"))
+		checkPNG(t, filepath.Join(dir, stem+".png"))
+		svg := readFile(t, filepath.Join(dir, stem+".svg"))
+		if !bytes.HasPrefix(svg, []byte("<?xml")) && !bytes.HasPrefix(svg, []byte("<svg")) {
+			t.Errorf("%s.svg starts with %q", stem, svg[:min(len(svg), 20)])
+		}
+	}
+	checkHTML(t, readFile(t, filepath.Join(dir, "index.html")), 2)
+}
+
+func checkCSV(t *testing.T, path string) {
+	t.Helper()
+	rows, err := csv.NewReader(bytes.NewReader(readFile(t, path))).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	want := []string{"t", "app.demand", "app.goodput", "app.gave_up", "app.latency_p50", "app.latency_p99", "app.budget",
+		"db.offered_first", "db.offered_retries", "db.throughput", "db.goodput", "db.wasted", "db.shed",
+		"db.expired_dropped", "db.queue", "db.limit"}
+	if !slices.Equal(rows[0], want) {
+		t.Errorf("%s header = %q\nwant %q", path, rows[0], want)
+	}
+	if len(rows) != 11 {
+		t.Errorf("%s has %d rows, want a header and 10 bins", path, len(rows))
+	}
+	if got := rows[4][:4]; !slices.Equal(got, []string{"3", "100", "0", "100"}) {
+		t.Errorf("%s row of t=3 starts %q", path, got)
+	}
+}
+
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(readFile(t, path)))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 300 {
+		t.Errorf("%s is only %v", path, b)
+	}
+}
+
+// checkHTML checks that the page is well-formed (every tag we emit is
+// closed, in order), self-contained and shows every run.
+func checkHTML(t *testing.T, page []byte, runs int) {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(page))
+	d.Strict = true
+	var stack []string
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("index.html is not well-formed: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			stack = append(stack, tok.Name.Local)
+		case xml.EndElement:
+			stack = stack[:len(stack)-1]
+		}
+	}
+	if len(stack) != 0 {
+		t.Errorf("unclosed elements: %q", stack)
+	}
+	text := string(page)
+	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*"(https?:)?//`).FindString(text); m != "" {
+		t.Errorf("index.html loads from the network: %q", m)
+	}
+	if strings.Contains(text, "<script") || strings.Contains(text, "<link") {
+		t.Error("index.html has a script or a link element")
+	}
+	imgs := regexp.MustCompile(`<img [^>]*src="([^"]*)"`).FindAllStringSubmatch(text, -1)
+	if len(imgs) != runs {
+		t.Errorf("index.html has %d images, want %d", len(imgs), runs)
+	}
+	for _, m := range imgs {
+		if !strings.HasPrefix(m[1], "data:image/png;base64,") {
+			t.Errorf("an image is not inline: %.60q", m[1])
+		}
+	}
+	for _, want := range []string{"What to change", `class="badge metastable"`, `class="badge recovered"`, "stormguard/rate=100"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("index.html lacks %q", want)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	s := Summarize(synthetic("x", "recovered", 7))
+	if s.AfterS != 5 {
+		t.Errorf("AfterS = %v, want 5 (the end of the trigger)", s.AfterS)
+	}
+	// Bins 5..9: goodput 0, 0, 100, 100, 100.
+	if s.Demand != 100 || s.Goodput != 60 {
+		t.Errorf("demand, goodput after = %v, %v, want 100, 60", s.Demand, s.Goodput)
+	}
+	if s.RetriesPct != 50 || s.WastedPct != 60 {
+		t.Errorf("retries, wasted = %v%%, %v%%, want 50%%, 60%%", s.RetriesPct, s.WastedPct)
+	}
+	if s.GaveUp != 400 || s.TopReason != "attempts" || s.GaveUpText() != "400 (attempts)" {
+		t.Errorf("gave up = %v %q %q", s.GaveUp, s.TopReason, s.GaveUpText())
+	}
+	if s.RecoveryText() != "2.0 s" {
+		t.Errorf("recovery = %q", s.RecoveryText())
+	}
+	if m := Summarize(synthetic("m", "metastable", -1)); m.RecoveryText() != "never" || m.Healthy() {
+		t.Errorf("metastable summary: %+v", m)
+	}
+}
+
+func TestAdvice(t *testing.T) {
+	meta, rec := Summarize(synthetic("naive", "metastable", -1)), Summarize(synthetic("stormguard", "recovered", 7))
+	changes := map[string][]string{"stormguard": {"clients.app.policy: stormguard", "services.db.defenses: stormguard"}}
+	tests := []struct {
+		name    string
+		runs    []Summary
+		changes map[string][]string
+		want    []string
+	}{
+		{"one fixes it", []Summary{meta, rec}, changes,
+			[]string{"naive stayed metastable", "stormguard recovered in 2.0 s", "clients.app.policy: stormguard, services.db.defenses: stormguard"}},
+		{"no changes known", []Summary{meta, rec}, nil, []string{"what differs between the two runs"}},
+		{"all metastable", []Summary{meta}, nil, []string{"Every run stayed metastable", "retries are 50%", "retry budget", "60% of the services' work"}},
+		{"all fine", []Summary{rec}, nil, []string{"Every run came through", "retries were 50%"}},
+		{"none", nil, nil, []string{"no runs"}},
+	}
+	for _, tt := range tests {
+		got := Advice(tt.runs, tt.changes)
+		for _, w := range tt.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: advice %q lacks %q", tt.name, got, w)
+			}
+		}
+	}
+}
+
+func TestFileNames(t *testing.T) {
+	runs := []sim.Result{{Name: "a/b"}, {Name: "a_b"}, {Name: "../etc"}, {Name: ""}, {Name: "index"}, {Name: "x y=1"}}
+	got := FileNames(runs)
+	want := []string{"a_b", "a_b-2", "_etc", "run", "index-2", "x_y=1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("FileNames = %q, want %q", got, want)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	if err := json.Unmarshal(readFile(t, path), v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}

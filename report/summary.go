@@ -1,0 +1,136 @@
+package report
+
+import (
+	"fmt"
+	"math"
+
+	"stormguard/sim"
+)
+
+// Summary is the handful of numbers that tell one run's story; the command
+// line table and the HTML report show the same ones.
+type Summary struct {
+	Name    string
+	Verdict string
+	// RecoveryS as in sim.Result: nil when the run never recovered.
+	RecoveryS *float64
+	Why       string
+	// AfterS is when the "after" rates start: the end of the last trigger
+	// (0 without triggers, or when no bin starts after it).
+	AfterS float64
+	// Demand and Goodput are requests per second, all clients together,
+	// averaged over the bins that start at or after AfterS.
+	Demand, Goodput float64
+	// RetriesPct is the share of attempts that were retries, in percent.
+	RetriesPct float64
+	// WastedPct is the share of completed work at the services whose
+	// caller was no longer waiting, in percent.
+	WastedPct float64
+	// GaveUp counts requests that ended in failure; TopReason is the reason
+	// most of them stopped for (attempts, budget, deadline, not-retryable,
+	// server-stop or disabled: the fields of sim.GiveUps), TopCount how many.
+	GaveUp    float64
+	TopReason string
+	TopCount  float64
+}
+
+// reasonNames are the short names of the give-up reasons, in the order of
+// the fields of sim.GiveUps.
+var reasonNames = [...]string{"attempts", "budget", "deadline", "not-retryable", "server-stop", "disabled"}
+
+// Summarize computes a run's Summary from its Result.
+func Summarize(r sim.Result) Summary {
+	s := Summary{Name: r.Name, Verdict: r.Verdict, RecoveryS: r.RecoveryS, Why: r.Why}
+	for _, t := range r.TriggerS {
+		s.AfterS = max(s.AfterS, t[1])
+	}
+	var bins int
+	for _, c := range r.Clients {
+		n := 0
+		for _, b := range c.Bins {
+			if b.T >= s.AfterS {
+				s.Demand += finite(b.Demand)
+				s.Goodput += finite(b.Goodput)
+				n++
+			}
+		}
+		bins = max(bins, n)
+	}
+	if bins == 0 && s.AfterS > 0 {
+		// The trigger lasts to the end: average over the whole run.
+		s.AfterS = 0
+		for _, c := range r.Clients {
+			for _, b := range c.Bins {
+				s.Demand += finite(b.Demand)
+				s.Goodput += finite(b.Goodput)
+			}
+			bins = max(bins, len(c.Bins))
+		}
+	}
+	if bins > 0 {
+		s.Demand /= float64(bins)
+		s.Goodput /= float64(bins)
+	}
+	var attempts, retries int64
+	var reasons [len(reasonNames)]float64
+	for _, c := range r.Clients {
+		attempts += c.Total.Attempts
+		retries += c.Total.Retries
+		g := c.Total.GaveUp
+		for i, v := range [...]float64{g.Attempts, g.Budget, g.Deadline, g.NotRetryable, g.ServerStop, g.Disabled} {
+			reasons[i] += v
+			s.GaveUp += v
+		}
+	}
+	s.RetriesPct = pct(float64(retries), float64(attempts))
+	for i, v := range reasons {
+		if v > s.TopCount {
+			s.TopReason, s.TopCount = reasonNames[i], v
+		}
+	}
+	var completed, wasted int64
+	for _, v := range r.Services {
+		completed += v.Total.Completed
+		wasted += v.Total.Wasted
+	}
+	s.WastedPct = pct(float64(wasted), float64(completed))
+	return s
+}
+
+// Healthy reports whether the run ended well: stable or recovered.
+func (s Summary) Healthy() bool { return s.Verdict == "stable" || s.Verdict == "recovered" }
+
+// RecoveryText is the recovery time for people: "never" for a metastable
+// run, "-" when there was nothing to recover from, else seconds.
+func (s Summary) RecoveryText() string {
+	switch {
+	case s.RecoveryS == nil:
+		return "never"
+	case s.Verdict == "stable":
+		return "-"
+	}
+	return fmt.Sprintf("%.1f s", *s.RecoveryS)
+}
+
+// GaveUpText is the failed requests and their top reason: "2714 (budget)".
+func (s Summary) GaveUpText() string {
+	if s.GaveUp == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.0f (%s)", s.GaveUp, s.TopReason)
+}
+
+func pct(part, whole float64) float64 {
+	if whole <= 0 {
+		return 0
+	}
+	return 100 * part / whole
+}
+
+// finite maps NaN and infinities to 0, so one bad bin cannot poison a mean.
+func finite(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}

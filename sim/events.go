@@ -1,0 +1,745 @@
+package sim
+
+import (
+	"time"
+
+	"stormguard/retry"
+	"stormguard/shed"
+	"stormguard/sim/engine"
+	"stormguard/wire"
+)
+
+// shedPushback is the Retry-After a service with stormguard's defenses
+// sends with a rejection.
+const shedPushback = time.Second
+
+// Handle dispatches one event; the engine's clock reads ev.At.
+func (w *world) Handle(e *engine.Engine, ev engine.Event) {
+	switch ev.Kind {
+	case evArrive:
+		w.onArrive(int32(ev.Target))
+	case evThink:
+		w.newUserRequest(int32(ev.Target), int32(ev.A))
+	case evDeliver:
+		if a := w.att(ev.A, ev.B); a != nil {
+			w.deliver(int32(ev.A))
+		}
+	case evWorkDone:
+		if a := w.att(ev.A, ev.B); a != nil {
+			w.workDone(int32(ev.A))
+		}
+	case evReply:
+		if a := w.att(ev.A, ev.B>>8); a != nil {
+			w.onReply(int32(ev.A), int(ev.B&0xff))
+		}
+	case evTimeout:
+		if a := w.att(ev.A, ev.B); a != nil && a.waiting {
+			w.onTimeout(int32(ev.A))
+		}
+	case evRetry:
+		if r := &w.reqs[ev.A]; r.live && r.gen == uint32(ev.B) {
+			w.sendAttempt(int32(ev.A))
+		}
+	case evExpire:
+		w.onExpire(int32(ev.Target))
+	case evBin:
+		w.onBin()
+	case evTriggerOn:
+		w.trigger(int(ev.Target), true)
+	case evTriggerOff:
+		w.trigger(int(ev.Target), false)
+	}
+}
+
+// att returns the live attempt id with generation gen, or nil if the slot
+// has moved on (a stale event).
+func (w *world) att(id int64, gen int64) *attempt {
+	a := &w.atts[id]
+	if !a.live || a.gen != uint32(gen) {
+		return nil
+	}
+	return a
+}
+
+func (w *world) now() engine.Time { return w.eng.Now() }
+
+// --- arrivals --------------------------------------------------------------
+
+// rate returns a client's arrival rate at t, per second.
+func (c *client) rate(t engine.Time) float64 {
+	a := &c.spec.Arrivals
+	r := a.Rate
+	prevT, prevR := time.Duration(0), a.Rate
+	for _, p := range a.Schedule {
+		if time.Duration(t) < p.At {
+			if p.Ramp && p.At > prevT {
+				f := float64(time.Duration(t)-prevT) / float64(p.At-prevT)
+				return (prevR + f*(p.Rate-prevR)) * c.load
+			}
+			return prevR * c.load
+		}
+		prevT, prevR, r = p.At, p.Rate, p.Rate
+	}
+	return r * c.load
+}
+
+// scheduleArrival schedules a client's next open-loop arrival.
+func (w *world) scheduleArrival(ci int32) {
+	c := &w.clients[ci]
+	now := w.now()
+	r := c.rate(now)
+	if r <= 0 {
+		// Nothing arrives now: look again at the next schedule point.
+		for _, p := range c.spec.Arrivals.Schedule {
+			if engine.Time(p.At) > now {
+				w.eng.At(engine.Time(p.At), engine.Event{Kind: evArrive, Target: uint32(ci)})
+				return
+			}
+		}
+		return
+	}
+	gap := 1 / r
+	if c.spec.Arrivals.Kind == "poisson" {
+		gap = c.rng.ExpFloat64() / r
+	}
+	d := time.Duration(gap * 1e9)
+	if next := now.Add(d); next < w.end {
+		w.eng.At(next, engine.Event{Kind: evArrive, Target: uint32(ci)})
+	}
+}
+
+func (w *world) onArrive(ci int32) {
+	c := &w.clients[ci]
+	switch c.spec.Arrivals.Kind {
+	case "burst":
+		for range c.spec.Arrivals.Count {
+			w.newUserRequest(ci, noID)
+		}
+	default:
+		w.newUserRequest(ci, noID)
+		w.scheduleArrival(ci)
+	}
+}
+
+// newUserRequest starts a request of client ci (of closed-loop user u).
+func (w *world) newUserRequest(ci, u int32) {
+	c := &w.clients[ci]
+	now := w.now()
+	b := w.binOf(int64(now))
+	c.stats.demand[b]++
+	c.stats.total.Requests++
+	e := &w.edges[c.edge]
+	proc := c.nextProc
+	c.nextProc = (c.nextProc + 1) % int32(len(e.retriers))
+	var deadline engine.Time
+	if e.deadline > 0 {
+		deadline = now.Add(e.deadline)
+	}
+	w.newRequest(c.edge, proc, noID, 0, u, deadline)
+}
+
+// --- requests and attempts (caller side) ----------------------------------
+
+func (w *world) newRequest(ei, proc, parent int32, parentGen uint32, user int32, deadline engine.Time) int32 {
+	var id int32
+	if n := len(w.freeReq); n > 0 {
+		id = w.freeReq[n-1]
+		w.freeReq = w.freeReq[:n-1]
+	} else {
+		w.reqs = append(w.reqs, request{})
+		id = int32(len(w.reqs) - 1)
+	}
+	now := w.now()
+	r := &w.reqs[id]
+	gen := r.gen + 1
+	*r = request{edge: ei, proc: proc, parent: parent, parentGen: parentGen, user: user, cur: noID,
+		gen: gen, arrival: now, deadline: deadline, live: true}
+	var dl time.Time
+	if deadline != 0 {
+		dl = wall(deadline)
+	}
+	r.call = w.edges[ei].retriers[proc].StartAt(wall(now), dl)
+	if deadline != 0 && now >= deadline {
+		// Nothing left of the caller's deadline: fail locally, send nothing.
+		d := w.edges[ei].retriers[proc].EndAt(wall(now), &r.call, retry.Canceled, retry.Signal{}, 0)
+		w.finishRequest(id, false, d.Reason)
+		return id
+	}
+	w.sendAttempt(id)
+	return id
+}
+
+// sendAttempt sends the request's next attempt over the network.
+func (w *world) sendAttempt(ri int32) {
+	r := &w.reqs[ri]
+	e := &w.edges[r.edge]
+	now := w.now()
+	if r.sent {
+		e.retriers[r.proc].NextAt(wall(now), &r.call)
+	}
+	ai := w.allocAttempt()
+	a := &w.atts[ai]
+	a.req, a.reqGen = ri, r.gen
+	a.number = int32(r.call.Attempt())
+	a.svc = e.target
+	a.waiting = true
+	if e.propagate {
+		a.deadline = now.Add(e.timeout)
+		if r.deadline != 0 && r.deadline < a.deadline {
+			a.deadline = r.deadline
+		}
+	}
+	r.cur = ai
+	a.timeout = e.timeoutQ.Add(engine.Event{Kind: evTimeout, A: int64(ai), B: int64(a.gen)})
+	if e.client >= 0 {
+		w.clients[e.client].stats.total.Attempts++
+		if a.number > 1 {
+			w.clients[e.client].stats.total.Retries++
+		}
+	}
+	w.transmit(ai, e, false, 0)
+}
+
+// transmit carries a message over edge e: an attempt to its service
+// (reply false) or a reply back to the caller. Outages on the service's
+// network hold or drop it.
+func (w *world) transmit(ai int32, e *edge, reply bool, code int) {
+	a := &w.atts[ai]
+	v := &w.services[a.svc]
+	ev := engine.Event{Kind: evDeliver, A: int64(ai), B: int64(a.gen)}
+	if reply {
+		ev = engine.Event{Kind: evReply, A: int64(ai), B: int64(a.gen)<<8 | int64(code)}
+	} else {
+		w.reqs[a.req].sent = true
+	}
+	if v.outages > 0 {
+		if !v.dropMode {
+			v.held = append(v.held, ev)
+			return
+		}
+		if reply {
+			// The answer is lost; the caller will time out.
+			w.srvDone(ai)
+			return
+		}
+		// Connection refused, at once; the service never sees it.
+		v.stats.total.Lost++
+		w.eng.After(0, engine.Event{Kind: evReply, A: int64(ai), B: int64(a.gen)<<8 | codeRefused})
+		a.srvDone = true // no server side: the refusal is the network's
+		return
+	}
+	lat := e.latency.sample(&e.rng) + v.addLat
+	if reply {
+		lat = e.latency.sample(&e.rng)
+	}
+	w.eng.After(lat, ev)
+}
+
+// onReply: an answer reaches the caller.
+func (w *world) onReply(ai int32, code int) {
+	a := &w.atts[ai]
+	a.srvDone = true
+	if !a.waiting {
+		w.maybeFree(ai)
+		return
+	}
+	a.waiting = false
+	a.cliDone = true
+	w.eng.Cancel(a.timeout)
+	ri := a.req
+	degraded := code == codeDegraded
+	var cls retry.Class
+	var sig retry.Signal
+	switch code {
+	case codeOK, codeDegraded:
+		cls = retry.Success
+	case codeShed:
+		cls = retry.Transient
+		if w.services[a.svc].signals {
+			sig = retry.Signal{Overload: wire.OverloadInstance, HasPushback: true, Pushback: shedPushback}
+		}
+	case codeExhausted:
+		cls = retry.Transient
+		sig = retry.Signal{Exhausted: true}
+	default:
+		cls = retry.Transient
+	}
+	w.maybeFree(ai)
+	w.attemptEnded(ri, cls, sig, degraded)
+}
+
+// onTimeout: the caller stops waiting for the attempt.
+func (w *world) onTimeout(ai int32) {
+	a := &w.atts[ai]
+	a.waiting = false
+	a.cliDone = true
+	ri := a.req
+	w.maybeFree(ai)
+	w.attemptEnded(ri, retry.Timeout, retry.Signal{}, false)
+}
+
+// attemptEnded runs the retry policy after the request's current attempt
+// ended with class cls.
+func (w *world) attemptEnded(ri int32, cls retry.Class, sig retry.Signal, degraded bool) {
+	r := &w.reqs[ri]
+	r.cur = noID
+	e := &w.edges[r.edge]
+	now := w.now()
+	d := e.retriers[r.proc].EndAt(wall(now), &r.call, cls, sig, e.rng.Float64())
+	switch {
+	case cls == retry.Success:
+		r.degraded = r.degraded || degraded
+		w.finishRequest(ri, true, nil)
+	case d.Retry:
+		w.eng.After(d.Delay, engine.Event{Kind: evRetry, A: int64(ri), B: int64(r.gen)})
+	default:
+		w.finishRequest(ri, false, d.Reason)
+	}
+}
+
+// finishRequest ends a request with its one outcome.
+func (w *world) finishRequest(ri int32, ok bool, reason error) {
+	r := &w.reqs[ri]
+	e := &w.edges[r.edge]
+	now := w.now()
+	attempts := int32(r.call.Attempt())
+	degraded := r.degraded
+	parent, parentGen, user := r.parent, r.parentGen, r.user
+	r.live = false
+	w.freeReq = append(w.freeReq, ri)
+	if e.client >= 0 {
+		c := &w.clients[e.client]
+		b := w.binOf(int64(now))
+		if ok {
+			c.stats.goodput[b]++
+			c.stats.total.Succeeded++
+			if degraded {
+				c.stats.degraded[b]++
+				c.stats.total.Degraded++
+			}
+			c.stats.lat = append(c.stats.lat, now.Sub(r.arrival).Seconds())
+			c.stats.total.SuccessLatencyS += now.Sub(r.arrival).Seconds()
+		} else {
+			c.stats.total.Failed++
+			c.stats.total.FailureLatencyS += now.Sub(r.arrival).Seconds()
+			c.stats.gaveUpFor(b, reason)
+		}
+		if user != noID {
+			th := c.spec.Arrivals.Think.sample(&c.rng)
+			if t := now.Add(th); t < w.end {
+				w.eng.At(t, engine.Event{Kind: evThink, Target: uint32(e.client), A: int64(user)})
+			}
+		}
+		return
+	}
+	// A service's downstream call: resume the attempt it serves.
+	if p := w.att(int64(parent), int64(parentGen)); p != nil {
+		w.callDone(parent, ok, degraded, attempts, reason)
+	}
+}
+
+// --- services (server side) ------------------------------------------------
+
+func (w *world) allocAttempt() int32 {
+	var id int32
+	if n := len(w.freeAtt); n > 0 {
+		id = w.freeAtt[n-1]
+		w.freeAtt = w.freeAtt[:n-1]
+	} else {
+		w.atts = append(w.atts, attempt{})
+		id = int32(len(w.atts) - 1)
+	}
+	a := &w.atts[id]
+	*a = attempt{gen: a.gen + 1, live: true}
+	return id
+}
+
+func (w *world) srvDone(ai int32) {
+	w.atts[ai].srvDone = true
+	w.maybeFree(ai)
+}
+
+func (w *world) maybeFree(ai int32) {
+	a := &w.atts[ai]
+	if a.cliDone && a.srvDone && a.live {
+		a.live = false
+		w.freeAtt = append(w.freeAtt, ai)
+	}
+}
+
+// deliver: an attempt reaches its service; admission.
+func (w *world) deliver(ai int32) {
+	a := &w.atts[ai]
+	v := &w.services[a.svc]
+	now := w.now()
+	b := w.binOf(int64(now))
+	a.arrived = true
+	v.stats.total.Arrived++
+	if a.number > 1 {
+		v.stats.retries[b]++
+	} else {
+		v.stats.first[b]++
+	}
+	if c := v.spec.Capacity; c != nil {
+		w.tickAdmit(ai, v, c)
+		return
+	}
+	if v.expire && a.deadline != 0 && now.Add(v.minRemain) >= a.deadline {
+		w.expired(ai, v)
+		return
+	}
+	if v.limiter != nil {
+		p, ok := v.limiter.AcquireAt(wall(now))
+		if !ok {
+			w.reject(ai, v)
+			return
+		}
+		a.permit, a.hasPermit = p, true
+	}
+	if v.busy < v.workers && v.paused == 0 && v.queue.Len() == 0 {
+		w.start(ai, v)
+		return
+	}
+	it := shed.Item[int32]{Payload: ai, Attempt: int(a.number), Enqueued: wall(now)}
+	if v.expire && a.deadline != 0 {
+		it.Deadline = wall(a.deadline)
+	}
+	adm := v.queue.PushAt(wall(now), it)
+	if adm.HasVictim() {
+		w.leaveQueue(adm.Victim.Payload, adm.VictimReason, v)
+	}
+	if !adm.Admitted() {
+		w.leaveQueue(ai, adm.Refused, v)
+	}
+	w.scheduleExpiry(a.svc)
+}
+
+// leaveQueue answers an item the queue gave up for reason why.
+func (w *world) leaveQueue(ai int32, why shed.Reason, v *service) {
+	if why == shed.Expired {
+		w.expired(ai, v)
+		return
+	}
+	w.reject(ai, v)
+}
+
+// reject answers an attempt at once: shed.
+func (w *world) reject(ai int32, v *service) {
+	a := &w.atts[ai]
+	if a.hasPermit {
+		a.permit.IgnoreAt(wall(w.now()))
+		a.hasPermit = false
+	}
+	a.decided = true
+	v.stats.shed[w.binOf(int64(w.now()))]++
+	v.stats.total.Shed++
+	w.reply(ai, v, codeShed)
+}
+
+// expired drops an attempt whose deadline passed: nobody waits, no answer.
+func (w *world) expired(ai int32, v *service) {
+	a := &w.atts[ai]
+	if a.hasPermit {
+		a.permit.IgnoreAt(wall(w.now()))
+		a.hasPermit = false
+	}
+	a.decided = true
+	v.stats.expired[w.binOf(int64(w.now()))]++
+	v.stats.total.Expired++
+	w.srvDone(ai)
+}
+
+// reply sends an attempt's answer back to its caller.
+func (w *world) reply(ai int32, v *service, code int) {
+	a := &w.atts[ai]
+	r := &w.reqs[a.req]
+	var e *edge
+	if r.live && r.gen == a.reqGen {
+		e = &w.edges[r.edge]
+	} else {
+		// The request is over (its caller moved on); the answer still
+		// travels, on some edge into this service.
+		e = &w.edges[w.anyEdgeInto(a.svc)]
+	}
+	w.transmit(ai, e, true, code)
+}
+
+func (w *world) anyEdgeInto(svc int32) int32 {
+	for i := range w.edges {
+		if w.edges[i].target == svc {
+			return int32(i)
+		}
+	}
+	return 0
+}
+
+// start puts an attempt on a worker.
+func (w *world) start(ai int32, v *service) {
+	v.busy++
+	st := v.spec.ServiceTime.sample(&v.rng)
+	if s := v.spec.Slowdown; s.Factor > 0 && s.Queue > 0 {
+		st = time.Duration(float64(st) * (1 + s.Factor*min(1, float64(v.queue.Len())/float64(s.Queue))))
+	}
+	if v.capacity != 1 {
+		st = time.Duration(float64(st) / v.capacity)
+	}
+	a := &w.atts[ai]
+	w.eng.After(st, engine.Event{Kind: evWorkDone, A: int64(ai), B: int64(a.gen)})
+}
+
+// workDone: the local work is over; make the calls, then answer.
+func (w *world) workDone(ai int32) {
+	a := &w.atts[ai]
+	v := &w.services[a.svc]
+	if v.spec.Capacity != nil {
+		w.complete(ai, v, codeOK)
+		return
+	}
+	w.nextCall(ai, v)
+}
+
+func (w *world) nextCall(ai int32, v *service) {
+	a := &w.atts[ai]
+	if int(a.nextCall) >= len(v.calls) {
+		code := codeOK
+		if a.degraded {
+			code = codeDegraded
+		}
+		w.complete(ai, v, code)
+		return
+	}
+	ei := v.calls[a.nextCall]
+	a.nextCall++
+	var deadline engine.Time
+	if w.edges[ei].propagate {
+		deadline = a.deadline
+	}
+	w.newRequest(ei, 0, ai, a.gen, noID, deadline)
+}
+
+// callDone: a downstream call of attempt ai ended.
+func (w *world) callDone(ai int32, ok, degraded bool, attempts int32, reason error) {
+	a := &w.atts[ai]
+	v := &w.services[a.svc]
+	switch {
+	case ok:
+		a.degraded = a.degraded || degraded
+	case v.spec.OnCallFailure == "fallback":
+		a.degraded = true
+	default:
+		code := codeError
+		if attempts > 1 || reasonStopsAbove(reason) {
+			code = codeExhausted
+		}
+		w.complete(ai, v, code)
+		return
+	}
+	w.nextCall(ai, v)
+}
+
+// reasonStopsAbove: give-ups after which the layers above must not retry
+// (see retry.GiveUpError.RetryClass).
+func reasonStopsAbove(reason error) bool {
+	switch reason {
+	case retry.ErrBudgetExhausted, retry.ErrRetriesDisabled, retry.ErrServerSaidStop:
+		return true
+	}
+	return false
+}
+
+// complete: the worker finishes the attempt and answers.
+func (w *world) complete(ai int32, v *service, code int) {
+	a := &w.atts[ai]
+	now := w.now()
+	b := w.binOf(int64(now))
+	if v.spec.Capacity == nil {
+		v.busy--
+	}
+	a.decided = true
+	v.stats.completed[b]++
+	v.stats.total.Completed++
+	if a.waiting {
+		v.stats.goodput[b]++
+		v.stats.total.Goodput++
+	} else {
+		v.stats.wasted[b]++
+		v.stats.total.Wasted++
+	}
+	if a.hasPermit {
+		a.permit.SuccessAt(wall(now))
+		a.hasPermit = false
+	}
+	if (code == codeOK || code == codeDegraded) && v.errRate > 0 && v.rng.Float64() < v.errRate {
+		code = codeError
+	}
+	w.reply(ai, v, code)
+	if v.spec.Capacity == nil {
+		w.startNext(v)
+	}
+}
+
+// startNext fills idle workers from the queue.
+func (w *world) startNext(v *service) {
+	now := wall(w.now())
+	for v.busy < v.workers && v.paused == 0 {
+		it, why, ok := v.queue.PopAt(now)
+		if !ok {
+			return
+		}
+		if why != shed.None {
+			w.leaveQueue(it.Payload, why, v)
+			continue
+		}
+		w.start(it.Payload, v)
+	}
+}
+
+// scheduleExpiry makes sure an evExpire fires when the queue's next item
+// falls due.
+func (w *world) scheduleExpiry(si int32) {
+	v := &w.services[si]
+	t, ok := v.queue.NextExpiry()
+	if !ok {
+		return
+	}
+	at := engine.Time(t.UnixNano())
+	if at < w.now() {
+		at = w.now()
+	}
+	if v.expiryAt != 0 && v.expiryAt <= at && v.expiryAt >= w.now() {
+		return
+	}
+	v.expiryAt = at
+	w.eng.At(at, engine.Event{Kind: evExpire, Target: uint32(si)})
+}
+
+func (w *world) onExpire(si int32) {
+	v := &w.services[si]
+	if v.expiryAt == w.now() {
+		v.expiryAt = 0
+	}
+	now := wall(w.now())
+	for {
+		it, why, ok := v.queue.ExpireAt(now)
+		if !ok {
+			break
+		}
+		w.leaveQueue(it.Payload, why, v)
+	}
+	w.scheduleExpiry(si)
+}
+
+// tickAdmit is the seed 004 virtual-capacity service: PerTick admissions
+// per Tick, the rest fail at once.
+func (w *world) tickAdmit(ai int32, v *service, c *TickCapacity) {
+	now := w.now()
+	tick := engine.Time(c.Tick)
+	if start := now / tick * tick; start != v.tickStart {
+		v.tickStart, v.tickCount = start, 0
+	}
+	if v.tickCount >= c.PerTick {
+		w.atts[ai].decided = true
+		v.stats.shed[w.binOf(int64(now))]++
+		v.stats.total.Shed++
+		w.reply(ai, v, codeError)
+		return
+	}
+	v.tickCount++
+	st := v.spec.ServiceTime.sample(&v.rng)
+	w.eng.After(st, engine.Event{Kind: evWorkDone, A: int64(ai), B: int64(w.atts[ai].gen)})
+}
+
+// --- triggers and bins -----------------------------------------------------
+
+func (w *world) trigger(ti int, on bool) {
+	t := &w.sc.Triggers[ti]
+	var v *service
+	for i := range w.services {
+		if w.services[i].spec.Name == t.Target {
+			v = &w.services[i]
+		}
+	}
+	switch t.Kind {
+	case "outage":
+		if on {
+			v.outages++
+			v.dropMode = t.Mode == "drop"
+			return
+		}
+		v.outages--
+		if v.outages == 0 {
+			// Everything held arrives together, in the order it was sent.
+			held := v.held
+			v.held = nil
+			for _, ev := range held {
+				w.eng.After(0, ev)
+			}
+		}
+	case "latency":
+		if on {
+			v.addLat += t.Add
+		} else {
+			v.addLat -= t.Add
+		}
+	case "capacity":
+		if on {
+			v.capacity *= t.Factor
+		} else {
+			v.capacity /= t.Factor
+		}
+	case "load":
+		for i := range w.clients {
+			if on {
+				w.clients[i].load *= t.Factor
+			} else {
+				w.clients[i].load /= t.Factor
+			}
+		}
+	case "errors":
+		if on {
+			v.errRate = t.Factor
+		} else {
+			v.errRate = v.spec.ErrorRate
+		}
+	case "pause":
+		if on {
+			v.paused++
+		} else {
+			v.paused--
+			w.startNext(v)
+		}
+	}
+}
+
+// onBin closes the statistics bin that ends now.
+func (w *world) onBin() {
+	now := w.now()
+	b := w.binOf(int64(now) - 1)
+	for i := range w.clients {
+		c := &w.clients[i]
+		c.stats.closeBin(b)
+		e := &w.edges[c.edge]
+		sum, n := 0.0, 0
+		for _, r := range e.retriers {
+			if l := budgetLevel(r.Budget()); l >= 0 {
+				sum += l
+				n++
+			}
+		}
+		c.stats.budget[b] = -1
+		if n > 0 {
+			c.stats.budget[b] = sum / float64(n)
+		}
+	}
+	for i := range w.services {
+		v := &w.services[i]
+		v.stats.queue[b] = float64(v.queue.Len())
+		v.stats.busy[b] = float64(v.busy)
+		if v.limiter != nil {
+			v.stats.limit[b] = float64(v.limiter.Limit())
+		}
+	}
+	if next := now.Add(w.bin); next <= w.end {
+		w.eng.At(next, engine.Event{Kind: evBin})
+	}
+}

@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// File is a scenario file: the scenario as written (Base) and the runs it
+// asks for, each a complete, validated Scenario.
+//
+// Next to the scenario's own fields a file may hold two more keys:
+//
+//	runs:                      # runs side by side; each changes the base
+//	  - name: naive
+//	  - name: stormguard
+//	    set: {clients.app.policy: stormguard, services.db.defenses: stormguard}
+//	sweep:                     # every run once per value
+//	  set: clients.app.arrivals.rate
+//	  values: [100, 150, 200]
+//
+// A set key is a dotted path into the scenario (see [RunSpec]); its value is
+// any YAML and replaces what is at the path before the scenario is decoded,
+// so a mistyped value is reported at its own line.
+type File struct {
+	Path string
+	Base Scenario
+	Runs []RunSpec
+}
+
+// RunSpec is one run of a file.
+//
+// Name is the run's name, "NAME/LEAF=VALUE" for a sweep value (LEAF is the
+// last element of the swept path, NAME the run's name or, without runs, the
+// scenario's), or the scenario's name when the file has neither runs nor a
+// sweep.
+//
+// Changes lists what the run sets on the base scenario, as "path: value",
+// in the order applied: the run's set, then the sweep's.
+type RunSpec struct {
+	Name     string
+	Scenario Scenario
+	Changes  []string
+}
+
+// Load reads and parses the scenario file at path (see [Parse]).
+func Load(path string) (File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, err
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes a scenario file strictly. name is used in errors, which
+// have one line per problem, "NAME:LINE: message": an unknown field, a value
+// of the wrong type (durations are Go strings such as "1s"), an unknown
+// policy preset, a set path that leads nowhere. Each run is then validated
+// (see [Scenario.Validate]); those errors read "NAME: run RUN: message".
+func Parse(name string, data []byte) (File, error) {
+	f := File{Path: name}
+	root, probs := parseRoot(data)
+	if len(probs) > 0 {
+		return f, report(name, "", probs, nil)
+	}
+	runsNode := detach(root, "runs")
+	sweepNode := detach(root, "sweep")
+	if probs := decodeStrict(root, &f.Base); len(probs) > 0 {
+		return f, report(name, "", probs, root)
+	}
+	plans, probs := planRuns(runsNode, sweepNode, f.Base.Name, name)
+	if len(probs) > 0 {
+		return f, report(name, "", probs, nil)
+	}
+	var errs []error
+	seen := map[string]bool{} // a problem of every sweep value is told once
+	for _, p := range plans {
+		rs, err := build(root, p, name)
+		if err == nil {
+			f.Runs = append(f.Runs, rs)
+			continue
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			key := strings.Replace(line, "run "+p.name+": ", "run: ", 1)
+			if !seen[key] {
+				seen[key] = true
+				errs = append(errs, errors.New(line))
+			}
+		}
+	}
+	return f, errors.Join(errs...)
+}
+
+// build applies a plan's changes to a copy of the base tree, decodes it
+// strictly and validates the scenario.
+func build(root *yaml.Node, p plan, file string) (RunSpec, error) {
+	run := p.name
+	if p.implicit {
+		run = ""
+	}
+	tree := copyTree(root)
+	var probs []problem
+	for _, c := range p.changes {
+		if pr := setPath(tree, c.path, c.value, c.line); pr != nil {
+			probs = append(probs, *pr)
+		}
+	}
+	if len(probs) > 0 {
+		return RunSpec{}, report(file, run, probs, nil)
+	}
+	var s Scenario
+	if probs := decodeStrict(tree, &s); len(probs) > 0 {
+		return RunSpec{}, report(file, run, probs, tree)
+	}
+	if err := s.Validate(); err != nil {
+		prefix := file + ": "
+		if run != "" {
+			prefix += "run " + run + ": "
+		}
+		return RunSpec{}, prefixLines(prefix, err)
+	}
+	return RunSpec{Name: p.name, Scenario: s, Changes: p.describe()}, nil
+}
+
+// parseRoot parses data into a node tree with aliases expanded and returns
+// its top-level mapping.
+func parseRoot(data []byte) (*yaml.Node, []problem) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, []problem{syntaxProblem(err)}
+	}
+	if len(doc.Content) == 0 {
+		return nil, []problem{{msg: "the file is empty: a scenario needs at least name, clients and services"}}
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		return nil, []problem{{line: next.Line, msg: "a second YAML document starts here; a scenario file holds one"}}
+	case !errors.Is(err, io.EOF):
+		return nil, []problem{syntaxProblem(err)}
+	}
+	budget := maxNodes
+	root, err := expand(doc.Content[0], &budget)
+	if err != nil {
+		return nil, []problem{{line: doc.Content[0].Line, msg: err.Error()}}
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, []problem{{line: root.Line, msg: "a scenario file is a mapping (name: …, clients: …, services: …)"}}
+	}
+	return root, nil
+}
+
+// detach removes key from the mapping m and returns its value, or nil.
+func detach(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Kind == yaml.ScalarNode && m.Content[i].Value == key {
+			v := m.Content[i+1]
+			m.Content = append(m.Content[:i:i], m.Content[i+2:]...)
+			return v
+		}
+	}
+	return nil
+}
+
+// report formats problems as one error line each: "file:line: run: path: msg".
+// tree, when not nil, is the tree the lines refer to; it names the field of
+// a type error.
+func report(file, run string, probs []problem, tree *yaml.Node) error {
+	var idx lineIndex
+	if tree != nil {
+		idx = indexLines(tree)
+	}
+	slices.SortStableFunc(probs, func(a, b problem) int { return cmp.Compare(a.line, b.line) })
+	errs := make([]error, 0, len(probs))
+	for _, p := range probs {
+		var b strings.Builder
+		b.WriteString(file)
+		if p.line > 0 {
+			fmt.Fprintf(&b, ":%d", p.line)
+		}
+		b.WriteString(": ")
+		if run != "" {
+			fmt.Fprintf(&b, "run %s: ", run)
+		}
+		if path := idx.field(p); path != "" {
+			b.WriteString(path + ": ")
+		}
+		b.WriteString(p.msg)
+		errs = append(errs, errors.New(b.String()))
+	}
+	return errors.Join(errs...)
+}
+
+// prefixLines puts prefix before every line of err's message.
+func prefixLines(prefix string, err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	errs := make([]error, len(lines))
+	for i, l := range lines {
+		errs[i] = errors.New(prefix + l)
+	}
+	return errors.Join(errs...)
+}
+
+// stem is the file name without directory and extension.
+func stem(path string) string {
+	b := filepath.Base(path)
+	return strings.TrimSuffix(b, filepath.Ext(b))
+}

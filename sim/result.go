@@ -1,0 +1,143 @@
+package sim
+
+import "time"
+
+// Result is one run of a scenario: its time series and its verdict. The
+// JSON keys name, verdict and recovery_s are stable: tools rely on them.
+type Result struct {
+	Name string `json:"name"`
+	// Verdict is "stable", "recovered" or "metastable" (see Judge).
+	Verdict string `json:"verdict"`
+	// RecoveryS: seconds from the end of the last trigger until goodput
+	// stayed healthy to the end of the run; 0 when stable, null when
+	// metastable.
+	RecoveryS *float64 `json:"recovery_s"`
+	// Why explains the verdict in one sentence.
+	Why string `json:"why"`
+
+	Seed      uint64  `json:"seed"`
+	BinS      float64 `json:"bin_s"`
+	DurationS float64 `json:"duration_s"`
+	// TriggerS lists [start, end] of every trigger, in seconds.
+	TriggerS [][2]float64 `json:"trigger_s"`
+	Events   uint64       `json:"events"`
+
+	Clients  []ClientSeries  `json:"clients"`
+	Services []ServiceSeries `json:"services"`
+}
+
+// ClientSeries is one client population's view: requests, not attempts.
+type ClientSeries struct {
+	Name  string      `json:"name"`
+	Bins  []ClientBin `json:"bins"`
+	Total ClientTotal `json:"total"`
+}
+
+// ClientBin holds one time bin. Rates are per second of virtual time.
+type ClientBin struct {
+	T float64 `json:"t"` // start of the bin, seconds
+	// Demand: new requests per second (first tries).
+	Demand float64 `json:"demand"`
+	// Goodput: requests per second that ended in success while the caller
+	// was still waiting (degraded successes included; see Degraded).
+	Goodput float64 `json:"goodput"`
+	// Degraded: successes per second served with a fallback somewhere down
+	// the call graph.
+	Degraded float64 `json:"degraded"`
+	// GaveUp: requests per second that ended in failure, by reason.
+	GaveUp GiveUps `json:"gave_up"`
+	// Latency of the requests that succeeded in this bin, seconds.
+	LatencyP50 float64 `json:"latency_p50"`
+	LatencyP99 float64 `json:"latency_p99"`
+	// Budget: the mean fill of the client processes' retry budgets, as a
+	// fraction of full (token budgets), or -1 when the budget has no level.
+	Budget float64 `json:"budget"`
+}
+
+// GiveUps counts requests that ended in failure, by the reason the retrier
+// stopped (the reasons of the retry package).
+type GiveUps struct {
+	Attempts     float64 `json:"attempts_exhausted"`
+	Budget       float64 `json:"budget_exhausted"`
+	Deadline     float64 `json:"deadline"`
+	NotRetryable float64 `json:"not_retryable"`
+	ServerStop   float64 `json:"server_said_stop"`
+	Disabled     float64 `json:"retries_disabled"`
+}
+
+// Sum returns all give-ups together.
+func (g GiveUps) Sum() float64 {
+	return g.Attempts + g.Budget + g.Deadline + g.NotRetryable + g.ServerStop + g.Disabled
+}
+
+// ClientTotal sums a client's run. Every request ends in exactly one
+// outcome: Requests = Succeeded + Failed + InFlight.
+type ClientTotal struct {
+	Requests  int64   `json:"requests"`
+	Succeeded int64   `json:"succeeded"`
+	Degraded  int64   `json:"degraded"`
+	Failed    int64   `json:"failed"`
+	InFlight  int64   `json:"in_flight_at_end"`
+	Attempts  int64   `json:"attempts"`
+	Retries   int64   `json:"retries"`
+	GaveUp    GiveUps `json:"gave_up"`
+	// Mean time from arrival to outcome, seconds, of the requests that
+	// succeeded and of those that failed.
+	SuccessLatencyS float64 `json:"success_latency_s"`
+	FailureLatencyS float64 `json:"failure_latency_s"`
+}
+
+// ServiceSeries is one service's view: attempts, not requests.
+type ServiceSeries struct {
+	Name  string       `json:"name"`
+	Bins  []ServiceBin `json:"bins"`
+	Total ServiceTotal `json:"total"`
+}
+
+// ServiceBin holds one time bin of a service. Rates are per second.
+type ServiceBin struct {
+	T float64 `json:"t"`
+	// Offered: attempts arriving per second, first tries and retries apart.
+	OfferedFirst   float64 `json:"offered_first"`
+	OfferedRetries float64 `json:"offered_retries"`
+	// Throughput: attempts completed per second, whatever their fate.
+	Throughput float64 `json:"throughput"`
+	// Goodput: completions per second whose caller was still waiting.
+	Goodput float64 `json:"goodput"`
+	// Wasted: completions per second nobody was waiting for any more.
+	Wasted float64 `json:"wasted"`
+	// Shed: rejected at admission per second (queue full, limiter, evicted).
+	Shed float64 `json:"shed"`
+	// Expired: dropped before starting because the deadline had passed.
+	Expired float64 `json:"expired_dropped"`
+	// Queue: requests waiting at the end of the bin; Busy: workers busy.
+	Queue float64 `json:"queue"`
+	Busy  float64 `json:"busy"`
+	// Limit: the concurrency limit at the end of the bin (0 = none).
+	Limit float64 `json:"limit"`
+}
+
+// ServiceTotal sums a service's run. Every attempt that reached the
+// service ends in one outcome: Arrived = Completed + Shed + Expired +
+// InSystem. Lost counts attempts refused by a network outage in drop mode
+// on the way in: they never arrived.
+type ServiceTotal struct {
+	Arrived   int64 `json:"arrived"`
+	Completed int64 `json:"completed"`
+	Goodput   int64 `json:"goodput"`
+	Wasted    int64 `json:"wasted"`
+	Shed      int64 `json:"shed"`
+	Expired   int64 `json:"expired_dropped"`
+	// Lost: attempts dropped by a network outage on the way in.
+	Lost     int64 `json:"lost"`
+	InSystem int64 `json:"in_system_at_end"`
+}
+
+// Output is what `stormguard sim --json` prints.
+type Output struct {
+	Scenario    string   `json:"scenario"`
+	Description string   `json:"description,omitempty"`
+	Runs        []Result `json:"runs"`
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }

@@ -1,0 +1,100 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+
+	"stormguard/sim/engine"
+)
+
+// Run simulates one run of a scenario and judges it. name labels the
+// result. progress, if not nil, is called with the fraction of virtual time
+// done, at most about 100 times. Run returns ctx's error if ctx is done
+// before the end. The same scenario (with the same seed) always gives the
+// same Result.
+func Run(ctx context.Context, s Scenario, name string, progress func(frac float64)) (Result, error) {
+	if err := s.Validate(); err != nil {
+		return Result{}, err
+	}
+	s = s.withDefaults()
+	if err := s.Validate(); err != nil {
+		return Result{}, err
+	}
+	w, err := newWorld(s)
+	if err != nil {
+		return Result{}, err
+	}
+	w.startEvents()
+	every := max(1, w.nbins/100)
+	var ev engine.Event
+	bins := 0
+	for w.eng.NextUntil(w.end, &ev) {
+		w.Handle(&w.eng, ev)
+		if ev.Kind == evBin {
+			bins++
+			if bins%every == 0 {
+				if err := ctx.Err(); err != nil {
+					return Result{}, err
+				}
+				if progress != nil {
+					progress(float64(w.eng.Now()) / float64(w.end))
+				}
+			}
+		}
+	}
+	// The last bin closes at the end of the run.
+	r := w.finish(name)
+	if progress != nil {
+		progress(1)
+	}
+	return r, nil
+}
+
+// startEvents schedules the triggers, the first arrivals and the bins.
+// Triggers are scheduled first, so that a trigger takes effect before
+// anything else that happens at the same instant.
+func (w *world) startEvents() {
+	for i, t := range w.sc.Triggers {
+		w.eng.At(engine.Time(t.At), engine.Event{Kind: evTriggerOn, Target: uint32(i)})
+		w.eng.At(engine.Time(t.At+t.Duration), engine.Event{Kind: evTriggerOff, Target: uint32(i)})
+	}
+	for i := range w.clients {
+		c := &w.clients[i]
+		a := c.spec.Arrivals
+		switch a.Kind {
+		case "burst":
+			w.eng.At(engine.Time(a.At), engine.Event{Kind: evArrive, Target: uint32(i)})
+		case "closed":
+			for u := range a.Users {
+				// Users start spread over one think time.
+				t := engine.Time(0).Add(a.Think.sample(&c.rng))
+				w.eng.At(engine.Time(float64(t)*c.rng.Float64()), engine.Event{Kind: evThink, Target: uint32(i), A: int64(u)})
+			}
+		default:
+			w.scheduleArrival(int32(i))
+		}
+	}
+	w.eng.At(engine.Time(w.bin), engine.Event{Kind: evBin})
+}
+
+// finish closes the books: requests still in flight, and the verdict.
+func (w *world) finish(name string) Result {
+	for i := range w.reqs {
+		r := &w.reqs[i]
+		if r.live && w.edges[r.edge].client >= 0 {
+			w.clients[w.edges[r.edge].client].stats.total.InFlight++
+		}
+	}
+	for i := range w.atts {
+		a := &w.atts[i]
+		if a.live && a.arrived && !a.decided {
+			w.services[a.svc].stats.total.InSystem++
+		}
+	}
+	res := w.result(name)
+	judge(&res, w.sc)
+	return res
+}
+
+// String names the run for errors.
+func (w *world) String() string { return fmt.Sprintf("run of %s", w.sc.Name) }

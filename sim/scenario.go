@@ -1,0 +1,526 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"stormguard/limit"
+	"stormguard/retry"
+	"stormguard/shed"
+)
+
+// Scenario describes a system and what happens to it, as plain data: a YAML
+// file decodes into it (see Load), and the embedded default is one. A zero
+// field takes the default given in brackets. Names link the parts: a
+// client's Target and a call's Service name a service.
+type Scenario struct {
+	Name        string `yaml:"name" json:"name"`
+	Description string `yaml:"description,omitempty" json:"description,omitempty"`
+	// Duration of virtual time simulated [60s].
+	Duration time.Duration `yaml:"duration" json:"duration_ns"`
+	// Bin is the width of one row of the time series [1s].
+	Bin time.Duration `yaml:"bin,omitempty" json:"bin_ns"`
+	// Seed of every random stream; the same scenario and seed give the same
+	// bytes [1].
+	Seed uint64 `yaml:"seed,omitempty" json:"seed"`
+
+	Clients  []Client  `yaml:"clients" json:"clients"`
+	Services []Service `yaml:"services" json:"services"`
+	Triggers []Trigger `yaml:"triggers,omitempty" json:"triggers,omitempty"`
+	Verdict  Verdict   `yaml:"verdict,omitempty" json:"verdict"`
+}
+
+// Client is a population of callers: open-loop arrivals or closed-loop
+// users, split over Processes client processes that each own a retrier (and
+// so a budget) built from Policy.
+type Client struct {
+	Name   string `yaml:"name" json:"name"`
+	Target string `yaml:"target" json:"target"` // the service called
+	// Arrivals of new requests (first tries).
+	Arrivals Arrivals `yaml:"arrivals" json:"arrivals"`
+	// Policy: a preset name, or a mapping {preset: NAME, field: value …}
+	// that overrides the preset's fields [naive].
+	Policy PolicySpec `yaml:"policy,omitempty" json:"policy"`
+	// Timeout: the client abandons an attempt with no answer after it,
+	// which classes as a timeout [1s].
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout_ns"`
+	// Deadline of the whole request, from its arrival; 0 means the request
+	// lasts as long as its attempts do [0].
+	Deadline time.Duration `yaml:"deadline,omitempty" json:"deadline_ns,omitempty"`
+	// PropagateDeadline sends the remaining deadline (the request deadline
+	// or, without one, the attempt timeout) with each attempt, so servers
+	// can drop work nobody waits for.
+	PropagateDeadline bool `yaml:"propagate_deadline,omitempty" json:"propagate_deadline,omitempty"`
+	// Processes sharing the arrivals, each with its own retrier and budget [1].
+	Processes int `yaml:"processes,omitempty" json:"processes,omitempty"`
+	// Network between this client and its target.
+	Network Network `yaml:"network,omitempty" json:"network"`
+}
+
+// Arrivals says when new requests arrive.
+//
+//	poisson   Poisson process at Rate per second (or the Schedule)
+//	constant  evenly spaced at Rate per second (or the Schedule)
+//	burst     Count requests at once, at time At
+//	closed    Users users, each sends a request, waits for its outcome,
+//	          thinks for Think, and sends the next
+type Arrivals struct {
+	Kind string  `yaml:"kind,omitempty" json:"kind"` // [poisson]
+	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`
+	// Schedule changes the rate over time: at each point's At the rate
+	// becomes Rate, or with Ramp, moves linearly to Rate from the previous
+	// point. It overrides Rate.
+	Schedule []RatePoint   `yaml:"schedule,omitempty" json:"schedule,omitempty"`
+	Count    int           `yaml:"count,omitempty" json:"count,omitempty"`
+	At       time.Duration `yaml:"at,omitempty" json:"at_ns,omitempty"`
+	Users    int           `yaml:"users,omitempty" json:"users,omitempty"`
+	Think    Dist          `yaml:"think,omitempty" json:"think"`
+}
+
+// RatePoint is one point of an arrival-rate schedule.
+type RatePoint struct {
+	At   time.Duration `yaml:"at" json:"at_ns"`
+	Rate float64       `yaml:"rate" json:"rate"`
+	Ramp bool          `yaml:"ramp,omitempty" json:"ramp,omitempty"`
+}
+
+// PolicySpec is a retry policy in a scenario: a preset, with fields
+// overridden. In YAML either a preset name (`policy: naive`) or a mapping
+// (`policy: {preset: aws-2026, max_attempts: 2}`).
+type PolicySpec struct {
+	Preset string
+	retry.Policy
+}
+
+// Service is a pool of workers behind an admission queue.
+type Service struct {
+	Name string `yaml:"name" json:"name"`
+	// Workers that serve requests concurrently [1].
+	Workers int `yaml:"workers,omitempty" json:"workers"`
+	// ServiceTime of one request on one worker, excluding downstream calls.
+	ServiceTime Dist `yaml:"service_time" json:"service_time"`
+	// Queue of admitted requests waiting for a worker.
+	Queue QueueSpec `yaml:"queue,omitempty" json:"queue"`
+	// Limiter, optional: an adaptive concurrency limit on requests in
+	// service; excess is rejected at once (503, this instance overloaded).
+	Limiter *limit.Spec `yaml:"limiter,omitempty" json:"limiter,omitempty"`
+	// ExpiredDrop: work whose propagated deadline has passed (or leaves
+	// less than MinRemaining) is dropped before it starts.
+	ExpiredDrop  bool          `yaml:"expired_drop,omitempty" json:"expired_drop,omitempty"`
+	MinRemaining time.Duration `yaml:"min_remaining,omitempty" json:"min_remaining_ns,omitempty"`
+	// Slowdown: the seed's "capacity drops": service time is multiplied by
+	// 1 + Factor × min(1, queued / Queue) as the queue grows.
+	Slowdown Slowdown `yaml:"slowdown,omitempty" json:"slowdown"`
+	// ErrorRate: probability that a response fails (a transient error),
+	// independently of everything else.
+	ErrorRate float64 `yaml:"error_rate,omitempty" json:"error_rate,omitempty"`
+	// Calls made, one after the other, while a worker handles a request;
+	// the worker is held meanwhile.
+	Calls []Call `yaml:"calls,omitempty" json:"calls,omitempty"`
+	// OnCallFailure: "fail" (answer with an error; the default) or
+	// "fallback" (answer with a degraded success).
+	OnCallFailure string `yaml:"on_call_failure,omitempty" json:"on_call_failure,omitempty"`
+	// Capacity limits the service to a number of admissions per Tick
+	// instead of workers and a queue: the seed 004 "virtual capacity" model.
+	// An attempt beyond it in the same tick fails at once.
+	Capacity *TickCapacity `yaml:"capacity,omitempty" json:"capacity,omitempty"`
+	// Defenses: "stormguard" turns on the shipped server defaults
+	// (first tries first with adaptive LIFO, expired drop, overload
+	// signals) unless the fields say otherwise.
+	Defenses string `yaml:"defenses,omitempty" json:"defenses,omitempty"`
+}
+
+// QueueSpec configures a service's admission queue.
+type QueueSpec struct {
+	// Capacity: queued requests beyond it are rejected [200000, in
+	// effect unbounded].
+	Capacity int `yaml:"capacity,omitempty" json:"capacity,omitempty"`
+	// Discipline [fifo]:
+	//
+	//	fifo                        oldest first
+	//	lifo                        newest first
+	//	first-tries-first           first tries before retries, each oldest first
+	//	adaptive-lifo               Facebook's adaptive LIFO with CoDel queue timeouts
+	//	first-tries-adaptive-lifo   both (stormguard's default)
+	Discipline    string        `yaml:"discipline,omitempty" json:"discipline,omitempty"`
+	CoDelTarget   time.Duration `yaml:"codel_target,omitempty" json:"codel_target_ns,omitempty"`
+	CoDelInterval time.Duration `yaml:"codel_interval,omitempty" json:"codel_interval_ns,omitempty"`
+}
+
+// Slowdown models capacity that degrades as the queue grows.
+type Slowdown struct {
+	Queue  int     `yaml:"queue,omitempty" json:"queue,omitempty"`
+	Factor float64 `yaml:"factor,omitempty" json:"factor,omitempty"`
+}
+
+// TickCapacity admits at most PerTick attempts in each Tick.
+type TickCapacity struct {
+	PerTick int           `yaml:"per_tick" json:"per_tick"`
+	Tick    time.Duration `yaml:"tick" json:"tick_ns"`
+}
+
+// Call is a downstream call a service makes while handling a request.
+type Call struct {
+	Service string     `yaml:"service" json:"service"`
+	Policy  PolicySpec `yaml:"policy,omitempty" json:"policy"`
+	// Timeout of one attempt [1s].
+	Timeout time.Duration `yaml:"timeout,omitempty" json:"timeout_ns"`
+	// PropagateDeadline passes on the caller's remaining deadline.
+	PropagateDeadline bool    `yaml:"propagate_deadline,omitempty" json:"propagate_deadline,omitempty"`
+	Network           Network `yaml:"network,omitempty" json:"network"`
+}
+
+// Network is one direction's latency on a call edge (the same both ways).
+type Network struct {
+	Latency Dist `yaml:"latency,omitempty" json:"latency"`
+}
+
+// Trigger is a disturbance at a given time.
+//
+//	outage    the network into Target is cut: Mode "hold" keeps packets and
+//	          delivers them together at the end; "drop" fails them at once
+//	          (connection refused) [hold]
+//	latency   Add is added to the network latency into Target
+//	capacity  Target's service time is divided by Factor (0.5 halves capacity)
+//	load      every client's arrival rate is multiplied by Factor
+//	pause     Target stops starting work (a GC or VM pause)
+//	errors    Target's responses fail with probability Factor (a brownout)
+type Trigger struct {
+	Kind     string        `yaml:"kind" json:"kind"`
+	At       time.Duration `yaml:"at" json:"at_ns"`
+	Duration time.Duration `yaml:"duration" json:"duration_ns"`
+	Target   string        `yaml:"target,omitempty" json:"target,omitempty"`
+	Mode     string        `yaml:"mode,omitempty" json:"mode,omitempty"`
+	Add      time.Duration `yaml:"add,omitempty" json:"add_ns,omitempty"`
+	Factor   float64       `yaml:"factor,omitempty" json:"factor,omitempty"`
+}
+
+// Verdict configures how a run is judged (see Verdict in result.go).
+type Verdict struct {
+	// Healthy: a bin is healthy when goodput ≥ Healthy × demand [0.9].
+	Healthy float64 `yaml:"healthy,omitempty" json:"healthy"`
+	// Warmup bins at the start are not judged [the client timeout, ≥ 1 bin].
+	Warmup time.Duration `yaml:"warmup,omitempty" json:"warmup_ns"`
+}
+
+// Dist is a distribution of durations.
+//
+//	constant     Mean
+//	exponential  mean Mean
+//	uniform      U[Min, Max]
+//	lognormal    mean Mean, with the given standard deviation of log(x): Sigma
+type Dist struct {
+	Kind  string        `yaml:"kind,omitempty" json:"kind,omitempty"` // [constant]
+	Mean  time.Duration `yaml:"mean,omitempty" json:"mean_ns,omitempty"`
+	Min   time.Duration `yaml:"min,omitempty" json:"min_ns,omitempty"`
+	Max   time.Duration `yaml:"max,omitempty" json:"max_ns,omitempty"`
+	Sigma float64       `yaml:"sigma,omitempty" json:"sigma,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultDuration = 60 * time.Second
+	DefaultBin      = time.Second
+	DefaultTimeout  = time.Second
+	DefaultHealthy  = 0.9
+)
+
+// withDefaults returns a copy of s with zero fields set.
+func (s Scenario) withDefaults() Scenario {
+	if s.Duration == 0 {
+		s.Duration = DefaultDuration
+	}
+	if s.Bin == 0 {
+		s.Bin = DefaultBin
+	}
+	if s.Seed == 0 {
+		s.Seed = 1
+	}
+	if s.Verdict.Healthy == 0 {
+		s.Verdict.Healthy = DefaultHealthy
+	}
+	s.Clients = append([]Client(nil), s.Clients...)
+	maxTimeout := time.Duration(0)
+	for i := range s.Clients {
+		c := &s.Clients[i]
+		if c.Arrivals.Kind == "" {
+			c.Arrivals.Kind = "poisson"
+		}
+		if c.Timeout == 0 {
+			c.Timeout = DefaultTimeout
+		}
+		if c.Processes == 0 {
+			c.Processes = 1
+		}
+		if c.Policy.Preset == "" && c.Policy.Policy == (retry.Policy{}) {
+			c.Policy.Preset = "naive"
+			c.Policy.Policy, _ = retry.Preset("naive")
+		}
+		maxTimeout = max(maxTimeout, c.Timeout)
+	}
+	if s.Verdict.Warmup == 0 {
+		s.Verdict.Warmup = max(s.Bin, maxTimeout)
+	}
+	s.Services = append([]Service(nil), s.Services...)
+	for i := range s.Services {
+		v := &s.Services[i]
+		if v.Workers == 0 {
+			v.Workers = 1
+		}
+		if v.Defenses == "stormguard" {
+			if v.Queue.Discipline == "" {
+				v.Queue.Discipline = "first-tries-adaptive-lifo"
+			}
+			v.ExpiredDrop = true
+		}
+		if v.Queue.Discipline == "" {
+			v.Queue.Discipline = "fifo"
+		}
+		if v.OnCallFailure == "" {
+			v.OnCallFailure = "fail"
+		}
+		v.Calls = append([]Call(nil), v.Calls...)
+		for j := range v.Calls {
+			if v.Calls[j].Timeout == 0 {
+				v.Calls[j].Timeout = DefaultTimeout
+			}
+			if v.Calls[j].Policy.Preset == "" && v.Calls[j].Policy.Policy == (retry.Policy{}) {
+				v.Calls[j].Policy.Preset = "naive"
+				v.Calls[j].Policy.Policy, _ = retry.Preset("naive")
+			}
+		}
+	}
+	for i := range s.Triggers {
+		if s.Triggers[i].Kind == "outage" && s.Triggers[i].Mode == "" {
+			s.Triggers[i].Mode = "hold"
+		}
+	}
+	return s
+}
+
+// Validate reports every problem with the scenario, naming the part.
+func (s Scenario) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if s.Duration < 0 {
+		bad("duration %v is negative", s.Duration)
+	}
+	if s.Bin < 0 {
+		bad("bin %v is negative", s.Bin)
+	}
+	if len(s.Clients) == 0 {
+		bad("no clients: a scenario needs at least one")
+	}
+	services := map[string]int{}
+	for i, v := range s.Services {
+		if v.Name == "" {
+			bad("services[%d]: name is empty", i)
+		}
+		if _, dup := services[v.Name]; dup {
+			bad("services[%d]: name %q is used twice", i, v.Name)
+		}
+		services[v.Name] = i
+	}
+	clients := map[string]bool{}
+	for i, c := range s.Clients {
+		where := fmt.Sprintf("clients[%d] (%s)", i, c.Name)
+		if c.Name == "" {
+			bad("clients[%d]: name is empty", i)
+		}
+		if clients[c.Name] {
+			bad("%s: name is used twice", where)
+		}
+		clients[c.Name] = true
+		if _, ok := services[c.Target]; !ok {
+			bad("%s: target %q is not a service (have %s)", where, c.Target, names(s.Services))
+		}
+		if err := c.Arrivals.validate(); err != nil {
+			bad("%s: arrivals: %v", where, err)
+		}
+		if err := c.Policy.Policy.Validate(); err != nil {
+			bad("%s: policy: %v", where, err)
+		}
+		if c.Timeout < 0 || c.Deadline < 0 || c.Processes < 0 {
+			bad("%s: timeout, deadline and processes must not be negative", where)
+		}
+		if err := c.Network.Latency.validate(); err != nil {
+			bad("%s: network.latency: %v", where, err)
+		}
+	}
+	for i, v := range s.Services {
+		where := fmt.Sprintf("services[%d] (%s)", i, v.Name)
+		if v.Workers < 0 {
+			bad("%s: workers %d is negative", where, v.Workers)
+		}
+		if err := v.ServiceTime.validate(); err != nil {
+			bad("%s: service_time: %v", where, err)
+		}
+		switch v.Queue.Discipline {
+		case "", "fifo", "lifo", "first-tries-first", "adaptive-lifo", "first-tries-adaptive-lifo":
+		default:
+			bad("%s: queue.discipline %q is not one of fifo, lifo, first-tries-first, adaptive-lifo, first-tries-adaptive-lifo", where, v.Queue.Discipline)
+		}
+		if v.Queue.Capacity < 0 || v.Queue.Capacity > shed.MaxCapacity {
+			bad("%s: queue.capacity %d is outside [0, %d]", where, v.Queue.Capacity, shed.MaxCapacity)
+		}
+		if v.Limiter != nil {
+			if _, err := v.Limiter.New(); err != nil {
+				bad("%s: limiter: %v", where, err)
+			}
+		}
+		if v.ErrorRate < 0 || v.ErrorRate > 1 || math.IsNaN(v.ErrorRate) {
+			bad("%s: error_rate %v is outside [0, 1]", where, v.ErrorRate)
+		}
+		if v.Slowdown.Factor < 0 || v.Slowdown.Queue < 0 {
+			bad("%s: slowdown must not be negative", where)
+		}
+		switch v.OnCallFailure {
+		case "", "fail", "fallback":
+		default:
+			bad("%s: on_call_failure %q is not fail or fallback", where, v.OnCallFailure)
+		}
+		switch v.Defenses {
+		case "", "none", "stormguard":
+		default:
+			bad("%s: defenses %q is not none or stormguard", where, v.Defenses)
+		}
+		if v.Capacity != nil && (v.Capacity.PerTick <= 0 || v.Capacity.Tick <= 0) {
+			bad("%s: capacity needs per_tick > 0 and tick > 0", where)
+		}
+		for j, c := range v.Calls {
+			cw := fmt.Sprintf("%s: calls[%d]", where, j)
+			if _, ok := services[c.Service]; !ok {
+				bad("%s: service %q is not a service", cw, c.Service)
+			}
+			if err := c.Policy.Policy.Validate(); err != nil {
+				bad("%s: policy: %v", cw, err)
+			}
+			if err := c.Network.Latency.validate(); err != nil {
+				bad("%s: network.latency: %v", cw, err)
+			}
+		}
+	}
+	if err := checkAcyclic(s.Services, services); err != nil {
+		errs = append(errs, err)
+	}
+	for i, t := range s.Triggers {
+		where := fmt.Sprintf("triggers[%d] (%s)", i, t.Kind)
+		switch t.Kind {
+		case "outage", "latency", "capacity", "pause", "errors":
+			if _, ok := services[t.Target]; !ok {
+				bad("%s: target %q is not a service", where, t.Target)
+			}
+		case "load":
+		default:
+			bad("triggers[%d]: kind %q is not one of outage, latency, capacity, load, pause, errors", i, t.Kind)
+		}
+		if t.At < 0 || t.Duration < 0 {
+			bad("%s: at and duration must not be negative", where)
+		}
+		if t.Kind == "outage" && t.Mode != "" && t.Mode != "hold" && t.Mode != "drop" {
+			bad("%s: mode %q is not hold or drop", where, t.Mode)
+		}
+		if (t.Kind == "capacity" || t.Kind == "load") && !(t.Factor > 0) {
+			bad("%s: factor must be > 0", where)
+		}
+		if t.Kind == "errors" && !(t.Factor >= 0 && t.Factor <= 1) {
+			bad("%s: factor (the error probability) must be in [0, 1]", where)
+		}
+	}
+	if h := s.Verdict.Healthy; h < 0 || h > 1 {
+		bad("verdict.healthy %v is outside [0, 1]", h)
+	}
+	return errors.Join(errs...)
+}
+
+func names(vs []Service) string {
+	n := make([]string, len(vs))
+	for i, v := range vs {
+		n[i] = v.Name
+	}
+	return strings.Join(n, ", ")
+}
+
+// checkAcyclic rejects call graphs with cycles (a request would never end).
+func checkAcyclic(vs []Service, idx map[string]int) error {
+	state := make([]uint8, len(vs)) // 0 new, 1 on stack, 2 done
+	var visit func(i int) error
+	visit = func(i int) error {
+		switch state[i] {
+		case 1:
+			return fmt.Errorf("services: the call graph has a cycle through %q", vs[i].Name)
+		case 2:
+			return nil
+		}
+		state[i] = 1
+		for _, c := range vs[i].Calls {
+			if j, ok := idx[c.Service]; ok {
+				if err := visit(j); err != nil {
+					return err
+				}
+			}
+		}
+		state[i] = 2
+		return nil
+	}
+	for i := range vs {
+		if err := visit(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a Arrivals) validate() error {
+	switch a.Kind {
+	case "", "poisson", "constant":
+		if a.Rate < 0 || math.IsNaN(a.Rate) || math.IsInf(a.Rate, 0) {
+			return fmt.Errorf("rate %v is not a finite non-negative number", a.Rate)
+		}
+		var last time.Duration = -1
+		for i, p := range a.Schedule {
+			if p.At < last {
+				return fmt.Errorf("schedule[%d]: at %v is before the previous point", i, p.At)
+			}
+			if p.Rate < 0 || math.IsNaN(p.Rate) || math.IsInf(p.Rate, 0) {
+				return fmt.Errorf("schedule[%d]: rate %v is not a finite non-negative number", i, p.Rate)
+			}
+			last = p.At
+		}
+	case "burst":
+		if a.Count <= 0 {
+			return fmt.Errorf("burst needs count > 0")
+		}
+	case "closed":
+		if a.Users <= 0 {
+			return fmt.Errorf("closed needs users > 0")
+		}
+		return a.Think.validate()
+	default:
+		return fmt.Errorf("kind %q is not one of poisson, constant, burst, closed", a.Kind)
+	}
+	return nil
+}
+
+func (d Dist) validate() error {
+	switch d.Kind {
+	case "", "constant", "exponential":
+		if d.Mean < 0 {
+			return fmt.Errorf("mean %v is negative", d.Mean)
+		}
+	case "uniform":
+		if d.Min < 0 || d.Max < d.Min {
+			return fmt.Errorf("uniform needs 0 ≤ min ≤ max, got [%v, %v]", d.Min, d.Max)
+		}
+	case "lognormal":
+		if d.Mean <= 0 || d.Sigma < 0 {
+			return fmt.Errorf("lognormal needs mean > 0 and sigma ≥ 0")
+		}
+	default:
+		return fmt.Errorf("kind %q is not one of constant, exponential, uniform, lognormal", d.Kind)
+	}
+	return nil
+}

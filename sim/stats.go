@@ -1,0 +1,155 @@
+package sim
+
+import (
+	"errors"
+	"slices"
+
+	"stormguard/retry"
+)
+
+// clientStats counts one client's requests per bin.
+type clientStats struct {
+	demand, goodput, degraded []int64
+	gaveUp                    []GiveUps // counts, converted to rates at the end
+	p50, p99, budget          []float64
+	lat                       []float64 // latencies (s) of successes in the open bin
+	total                     ClientTotal
+}
+
+func (s *clientStats) init(n int) {
+	s.demand = make([]int64, n)
+	s.goodput = make([]int64, n)
+	s.degraded = make([]int64, n)
+	s.gaveUp = make([]GiveUps, n)
+	s.p50 = make([]float64, n)
+	s.p99 = make([]float64, n)
+	s.budget = make([]float64, n)
+}
+
+// closeBin computes the bin's latency percentiles and resets the sample.
+func (s *clientStats) closeBin(b int) {
+	if len(s.lat) > 0 {
+		slices.Sort(s.lat)
+		s.p50[b] = quantile(s.lat, 0.50)
+		s.p99[b] = quantile(s.lat, 0.99)
+		s.lat = s.lat[:0]
+	}
+}
+
+func quantile(sorted []float64, q float64) float64 {
+	i := int(q * float64(len(sorted)-1))
+	return sorted[i]
+}
+
+// gaveUp counts a request that ended in failure for reason.
+func (s *clientStats) gaveUpFor(b int, reason error) {
+	g := &s.gaveUp[b]
+	t := &s.total.GaveUp
+	switch {
+	case errors.Is(reason, retry.ErrBudgetExhausted):
+		g.Budget++
+		t.Budget++
+	case errors.Is(reason, retry.ErrDeadline), errors.Is(reason, retry.ErrCanceled):
+		g.Deadline++
+		t.Deadline++
+	case errors.Is(reason, retry.ErrNotRetryable):
+		g.NotRetryable++
+		t.NotRetryable++
+	case errors.Is(reason, retry.ErrServerSaidStop):
+		g.ServerStop++
+		t.ServerStop++
+	case errors.Is(reason, retry.ErrRetriesDisabled):
+		g.Disabled++
+		t.Disabled++
+	default:
+		g.Attempts++
+		t.Attempts++
+	}
+}
+
+// serviceStats counts one service's attempts per bin.
+type serviceStats struct {
+	first, retries, completed, goodput, wasted, shed, expired []int64
+	queue, busy, limit                                        []float64
+	total                                                     ServiceTotal
+}
+
+func (s *serviceStats) init(n int) {
+	for _, p := range []*[]int64{&s.first, &s.retries, &s.completed, &s.goodput, &s.wasted, &s.shed, &s.expired} {
+		*p = make([]int64, n)
+	}
+	s.queue = make([]float64, n)
+	s.busy = make([]float64, n)
+	s.limit = make([]float64, n)
+}
+
+// binOf returns the bin of virtual time t, clamped to the last bin.
+func (w *world) binOf(t int64) int {
+	b := int(t / int64(w.bin))
+	if b >= w.nbins {
+		b = w.nbins - 1
+	}
+	return b
+}
+
+// result turns the counts into a Result with rates per second.
+func (w *world) result(name string) Result {
+	perS := 1 / w.bin.Seconds()
+	r := Result{
+		Name:      name,
+		Seed:      w.sc.Seed,
+		BinS:      w.bin.Seconds(),
+		DurationS: w.sc.Duration.Seconds(),
+		TriggerS:  w.triggerS,
+		Events:    w.eng.Fired(),
+	}
+	if r.TriggerS == nil {
+		r.TriggerS = [][2]float64{}
+	}
+	for i := range w.clients {
+		c := &w.clients[i]
+		s := ClientSeries{Name: c.spec.Name, Bins: make([]ClientBin, w.nbins), Total: c.stats.total}
+		if n := s.Total.Succeeded; n > 0 {
+			s.Total.SuccessLatencyS /= float64(n)
+		}
+		if n := s.Total.Failed; n > 0 {
+			s.Total.FailureLatencyS /= float64(n)
+		}
+		for b := range s.Bins {
+			g := c.stats.gaveUp[b]
+			s.Bins[b] = ClientBin{
+				T:          float64(b) * w.bin.Seconds(),
+				Demand:     float64(c.stats.demand[b]) * perS,
+				Goodput:    float64(c.stats.goodput[b]) * perS,
+				Degraded:   float64(c.stats.degraded[b]) * perS,
+				GaveUp:     GiveUps{g.Attempts * perS, g.Budget * perS, g.Deadline * perS, g.NotRetryable * perS, g.ServerStop * perS, g.Disabled * perS},
+				LatencyP50: c.stats.p50[b],
+				LatencyP99: c.stats.p99[b],
+				Budget:     c.stats.budget[b],
+			}
+		}
+		r.Clients = append(r.Clients, s)
+	}
+	for i := range w.services {
+		v := &w.services[i]
+		s := ServiceSeries{Name: v.spec.Name, Bins: make([]ServiceBin, w.nbins), Total: v.stats.total}
+		st := &v.stats
+		for b := range s.Bins {
+			s.Bins[b] = ServiceBin{
+				T:              float64(b) * w.bin.Seconds(),
+				OfferedFirst:   float64(st.first[b]) * perS,
+				OfferedRetries: float64(st.retries[b]) * perS,
+				Throughput:     float64(st.completed[b]) * perS,
+				Goodput:        float64(st.goodput[b]) * perS,
+				Wasted:         float64(st.wasted[b]) * perS,
+				Shed:           float64(st.shed[b]) * perS,
+				Expired:        float64(st.expired[b]) * perS,
+				Queue:          st.queue[b],
+				Busy:           st.busy[b],
+				Limit:          st.limit[b],
+			}
+		}
+		r.Services = append(r.Services, s)
+	}
+	return r
+}

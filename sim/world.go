@@ -1,0 +1,301 @@
+package sim
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"time"
+
+	"stormguard/budget"
+	"stormguard/limit"
+	"stormguard/retry"
+	"stormguard/shed"
+	"stormguard/sim/engine"
+)
+
+// Event kinds of the model. Every event's Target, A and B are documented
+// here; the handlers are in events.go.
+const (
+	evArrive     engine.Kind = iota // Target: client; a new request arrives (open loop, burst)
+	evThink                         // Target: client, A: user; a closed-loop user sends its next request
+	evDeliver                       // A: attempt, B: gen; the attempt reaches its service
+	evWorkDone                      // A: attempt, B: gen; a worker finished the local work
+	evReply                         // A: attempt, B: gen<<8 | code; the answer reaches the caller
+	evTimeout                       // A: attempt, B: gen; the caller's attempt timeout (fixed queue per edge)
+	evRetry                         // A: request, B: gen; the backoff is over, send the next attempt
+	evExpire                        // Target: service; the queue's next item falls due
+	evBin                           // end of a statistics bin
+	evTriggerOn                     // Target: trigger
+	evTriggerOff                    // Target: trigger
+)
+
+// Reply codes carried by evReply.
+const (
+	codeOK        = iota // success
+	codeDegraded         // success served with a fallback below
+	codeError            // a transient error (500/503 without signals)
+	codeShed             // rejected by admission: 503, this instance overloaded
+	codeExhausted        // failed after retries below: do not retry
+	codeRefused          // connection refused (an outage in drop mode)
+)
+
+// noID marks an absent index.
+const noID = -1
+
+// A request is one call of a caller to a service, across its attempts: a
+// user's request, or a service's downstream call made while serving an
+// attempt (its parent).
+type request struct {
+	edge      int32
+	proc      int32  // client process (retrier) index
+	parent    int32  // attempt being served that waits for this call; noID for users
+	parentGen uint32 //
+	user      int32  // closed-loop user; noID otherwise
+	cur       int32  // current attempt; noID between attempts
+	gen       uint32
+	arrival   engine.Time
+	deadline  engine.Time // 0: none
+	call      retry.Call
+	degraded  bool
+	sent      bool // an attempt has gone out: the next one is a retry
+	live      bool
+}
+
+// An attempt is one try of a request. The caller side (waiting, timed out,
+// answered) and the server side (in the network, queued, in service,
+// answered, dropped) end independently; the slot is freed when both have.
+type attempt struct {
+	req      int32
+	reqGen   uint32
+	gen      uint32
+	number   int32
+	svc      int32
+	deadline engine.Time // propagated deadline; 0: none
+	timeout  engine.Handle
+	waiting  bool // the caller still waits for this attempt
+	arrived  bool // it reached the service
+	decided  bool // the service has settled its fate (completed, shed, expired)
+	cliDone  bool
+	srvDone  bool
+	live     bool
+	// server side
+	permit    limit.Permit
+	hasPermit bool
+	nextCall  int32
+	degraded  bool
+}
+
+// An edge is a caller → service link with its retry policy: a client
+// population's calls, or one service's downstream call.
+type edge struct {
+	name      string
+	client    int32 // client index, or noID for a service's call
+	from      int32 // calling service, or noID for a client
+	target    int32
+	retriers  []*retry.Retrier // one per process
+	timeout   time.Duration
+	timeoutQ  *engine.FixedQueue
+	deadline  time.Duration // per request, from arrival (clients only)
+	propagate bool
+	latency   Dist
+	rng       engine.Rand
+}
+
+type client struct {
+	spec     Client
+	edge     int32
+	rng      engine.Rand
+	nextProc int32
+	load     float64 // product of active load triggers
+	stats    clientStats
+}
+
+type service struct {
+	spec      Service
+	workers   int
+	queue     *shed.Queue[int32]
+	limiter   *limit.Limiter
+	calls     []int32 // edges
+	signals   bool    // answer shedding with stormguard's overload signal
+	expire    bool    // drop expired work (queue and admission)
+	minRemain time.Duration
+	rng       engine.Rand
+	busy      int
+	paused    int
+	capacity  float64 // product of active capacity triggers
+	outages   int
+	dropMode  bool
+	held      []engine.Event // messages held by an outage
+	addLat    time.Duration
+	errRate   float64     // error probability: the spec's, or an errors trigger's
+	expiryAt  engine.Time // when an evExpire is scheduled; 0: none
+	tickStart engine.Time
+	tickCount int
+	stats     serviceStats
+}
+
+// world is one run's state.
+type world struct {
+	sc       Scenario
+	eng      engine.Engine
+	clients  []client
+	services []service
+	edges    []edge
+	reqs     []request
+	freeReq  []int32
+	atts     []attempt
+	freeAtt  []int32
+	bin      time.Duration
+	nbins    int
+	end      engine.Time
+	triggerS [][2]float64
+}
+
+// streamID derives a random stream's id from stable names, never from
+// construction order: adding a service does not change another's stream.
+func streamID(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+const defaultQueueCapacity = 200_000
+
+func queueConfig(q QueueSpec, minRemain time.Duration) shed.Config {
+	c := shed.Config{Capacity: q.Capacity, CoDelTarget: q.CoDelTarget, CoDelInterval: q.CoDelInterval, MinRemaining: minRemain}
+	if c.Capacity == 0 {
+		c.Capacity = defaultQueueCapacity
+	}
+	switch q.Discipline {
+	case "lifo":
+		c.Order, c.Priority = shed.LIFO, shed.NoPriority
+	case "first-tries-first":
+		c.Order, c.Priority = shed.FIFO, shed.FirstTries
+	case "adaptive-lifo":
+		c.Order, c.Priority = shed.AdaptiveLIFO, shed.NoPriority
+	case "first-tries-adaptive-lifo":
+		c.Order, c.Priority = shed.AdaptiveLIFO, shed.FirstTries
+	default:
+		c.Order, c.Priority = shed.FIFO, shed.NoPriority
+	}
+	return c
+}
+
+// newWorld builds the state of a run from a validated scenario with its
+// defaults filled in.
+func newWorld(sc Scenario) (*world, error) {
+	w := &world{sc: sc, bin: sc.Bin, end: engine.Time(sc.Duration)}
+	w.nbins = int((sc.Duration + sc.Bin - 1) / sc.Bin)
+	svcIdx := map[string]int32{}
+	w.services = make([]service, len(sc.Services))
+	for i, spec := range sc.Services {
+		svcIdx[spec.Name] = int32(i)
+		v := &w.services[i]
+		v.spec = spec
+		v.workers = spec.Workers
+		v.capacity = 1
+		v.errRate = spec.ErrorRate
+		v.signals = spec.Defenses == "stormguard"
+		v.expire = spec.ExpiredDrop
+		v.minRemain = spec.MinRemaining
+		v.rng = engine.Stream(sc.Seed, streamID("service", spec.Name))
+		q, err := shed.New[int32](queueConfig(spec.Queue, spec.MinRemaining))
+		if err != nil {
+			return nil, fmt.Errorf("service %s: queue: %w", spec.Name, err)
+		}
+		v.queue = q
+		if spec.Limiter != nil {
+			alg, err := spec.Limiter.New()
+			if err != nil {
+				return nil, fmt.Errorf("service %s: limiter: %w", spec.Name, err)
+			}
+			v.limiter = limit.NewLimiter(alg)
+		}
+		v.stats.init(w.nbins)
+	}
+	for i, spec := range sc.Services {
+		for j, c := range spec.Calls {
+			e, err := w.newEdge(fmt.Sprintf("%s→%s#%d", spec.Name, c.Service, j), noID, int32(i), svcIdx[c.Service],
+				c.Policy.Policy, 1, c.Timeout, 0, c.PropagateDeadline, c.Network.Latency)
+			if err != nil {
+				return nil, fmt.Errorf("service %s: calls[%d]: %w", spec.Name, j, err)
+			}
+			w.services[i].calls = append(w.services[i].calls, e)
+		}
+	}
+	w.clients = make([]client, len(sc.Clients))
+	for i, spec := range sc.Clients {
+		c := &w.clients[i]
+		c.spec = spec
+		c.load = 1
+		c.rng = engine.Stream(sc.Seed, streamID("client", spec.Name, "arrivals"))
+		e, err := w.newEdge(spec.Name, int32(i), noID, svcIdx[spec.Target], spec.Policy.Policy, spec.Processes,
+			spec.Timeout, spec.Deadline, spec.PropagateDeadline, spec.Network.Latency)
+		if err != nil {
+			return nil, fmt.Errorf("client %s: %w", spec.Name, err)
+		}
+		c.edge = e
+		c.stats.init(w.nbins)
+	}
+	for _, t := range sc.Triggers {
+		w.triggerS = append(w.triggerS, [2]float64{t.At.Seconds(), (t.At + t.Duration).Seconds()})
+	}
+	return w, nil
+}
+
+func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, procs int, timeout, deadline time.Duration, propagate bool, lat Dist) (int32, error) {
+	e := edge{name: name, client: cl, from: from, target: target, timeout: timeout, deadline: deadline, propagate: propagate, latency: lat}
+	for range procs {
+		r, err := retry.New(p)
+		if err != nil {
+			return 0, err
+		}
+		e.retriers = append(e.retriers, r)
+	}
+	e.timeoutQ = w.eng.NewFixedQueue(timeout)
+	e.rng = engine.Stream(w.sc.Seed, streamID("edge", name))
+	w.edges = append(w.edges, e)
+	return int32(len(w.edges) - 1), nil
+}
+
+// budgetLevel returns the fill of a budget as a fraction of full, or -1
+// when the budget has no level.
+func budgetLevel(b budget.Budget) float64 {
+	switch b := b.(type) {
+	case *budget.TokenBucket:
+		return b.Level() / b.Capacity()
+	case *budget.TokenRatio:
+		return b.Level() / b.MaxTokens()
+	}
+	return -1
+}
+
+// sample draws a duration from d with the stream r.
+func (d Dist) sample(r *engine.Rand) time.Duration {
+	switch d.Kind {
+	case "exponential":
+		return time.Duration(r.ExpFloat64() * float64(d.Mean))
+	case "uniform":
+		return d.Min + time.Duration(r.Float64()*float64(d.Max-d.Min))
+	case "lognormal":
+		// mean = exp(mu + sigma²/2)
+		mu := math.Log(float64(d.Mean)) - d.Sigma*d.Sigma/2
+		return time.Duration(math.Exp(mu + d.Sigma*normal(r)))
+	}
+	return d.Mean
+}
+
+// normal draws a standard normal sample (Box–Muller, one of the pair).
+func normal(r *engine.Rand) float64 {
+	u1 := r.Float64()
+	for u1 == 0 {
+		u1 = r.Float64()
+	}
+	return math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*r.Float64())
+}
+
+// wall converts virtual time to the time.Time the cores take.
+func wall(t engine.Time) time.Time { return time.Unix(0, int64(t)) }
