@@ -11,7 +11,8 @@ import (
 //  1. Demand D and goodput G are summed over all clients, per bin. A bin
 //     is healthy when, over a window of k bins ending with it, ΣG ≥ h × ΣD
 //     (h = verdict.healthy, default 0.9; k = the longest client timeout in
-//     bins, plus one, at least 2). A window with no demand is healthy.
+//     bins, plus one, at least 2 and at most a tenth of the run). A window
+//     with no demand is healthy.
 //  2. Bins that start before the warm-up (verdict.warmup, default the
 //     longest client timeout) are not judged.
 //  3. The settling stretch is S = max(3 bins, 10 % of the time after the
@@ -35,24 +36,26 @@ func judge(r *Result, sc Scenario) {
 	for _, c := range sc.Clients {
 		maxTimeout = max(maxTimeout, c.Timeout)
 	}
-	k := max(2, int(math.Ceil(maxTimeout.Seconds()/r.BinS))+1)
-	d := make([]float64, n)
-	g := make([]float64, n)
-	for _, c := range r.Clients {
-		for b := 0; b < n && b < len(c.Bins); b++ {
-			d[b] += c.Bins[b].Demand
-			g[b] += c.Bins[b].Goodput
+	k := max(2, min(int(math.Ceil(maxTimeout.Seconds()/r.BinS))+1, n/10))
+	// Prefix sums: cd[b] = Σ demand of bins < b, cg the same for goodput.
+	cd := make([]float64, n+1)
+	cg := make([]float64, n+1)
+	for b := range n {
+		var db, gb float64
+		for _, c := range r.Clients {
+			if b < len(c.Bins) {
+				db += c.Bins[b].Demand
+				gb += c.Bins[b].Goodput
+			}
 		}
+		cd[b+1], cg[b+1] = cd[b]+db, cg[b]+gb
 	}
 	first := min(n, int(math.Ceil(sc.Verdict.Warmup.Seconds()/r.BinS)))
 	healthy := make([]bool, n)
 	anyBad := false
 	for b := range n {
-		var sd, sg float64
-		for i := max(0, b-k+1); i <= b; i++ {
-			sd += d[i]
-			sg += g[i]
-		}
+		lo := max(0, b-k+1)
+		sd, sg := cd[b+1]-cd[lo], cg[b+1]-cg[lo]
 		healthy[b] = b < first || sd == 0 || sg >= sc.Verdict.Healthy*sd
 		anyBad = anyBad || !healthy[b]
 	}
