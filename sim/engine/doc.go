@@ -76,13 +76,16 @@
 //
 // # Cost
 //
-// On the 2-core development machine (see BenchmarkEngine), with no
-// allocation in steady state:
+// BenchmarkEngine, on the 2-core development machine (a shared virtual
+// machine, so figures vary by about 10 %), allocating nothing in steady
+// state:
 //
-//	100 pending events, each scheduling the next at a random delay    ~21 M events/s
-//	10⁶ clients with a pending timeout each, in a FixedQueue,
-//	  plus replies in the heap that cancel them                      ~5.5 M events/s
-//	10⁶ events in the heap itself                                      ~2.6 M events/s
+//	small       100 pending events, each scheduling the next after a     ~22 M events/s
+//	            random delay (via Run and a Handler: ~18 M events/s)
+//	pending1e6  10⁶ clients, each with a timeout pending in a FixedQueue, ~5 M events/s
+//	            replies in the heap that cancel them (about half of the
+//	            cost is the model's random access to its client state)
+//	heap1e6     10⁶ events in the heap itself, for comparison            ~2.3 M events/s
 //
 // An Engine is not safe for concurrent use; run independent simulations on
 // separate Engines, in parallel if you like.
