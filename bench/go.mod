@@ -1,6 +1,6 @@
 module stormguard/bench
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/avast/retry-go/v4 v4.7.0
@@ -14,6 +14,7 @@ require (
 require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
 )
 
 replace stormguard => ../
