@@ -33,5 +33,30 @@
 // service which relays the failure tells its own callers not to retry:
 // retries happen at one layer only.
 //
-// See the documentation of [Transport.RoundTrip] for the full contract.
+// See the documentation of [Transport.RoundTrip] for the full contract. An
+// optional [AdaptiveThrottle] (the SRE book's client-side throttling)
+// rejects attempts locally while the server keeps refusing.
+//
+// # Server
+//
+// [Server] wraps an http.Handler with overload control, built on the same
+// cores the simulator drives ([shed.Queue], [limit.Limiter]):
+//
+//   - the request's deadline becomes min(the server's MaxTimeout,
+//     Stormguard-Timeout): a caller can never extend the server's maximum;
+//     the attempt number and criticality go into the context (package
+//     deadline);
+//   - work whose deadline has passed (or leaves less than MinRemaining) is
+//     answered 504 before it starts, also after waiting in the queue;
+//   - at most the limiter's limit of handlers run at once; the excess waits
+//     in a queue that serves first tries before retries, with adaptive LIFO
+//     and CoDel queue timeouts;
+//   - refusals are cheap and carry the signals: 503 + Retry-After +
+//     Stormguard-Overload: instance when this instance is overloaded; 503 +
+//     Stormguard-Overload: service (no Retry-After) when the whole service is
+//     saturated or the kill switch sheds; 429 + Retry-After when throttling a
+//     client.
+//
+// [Server.Stats] counts arrivals, goodput, wasted work, shed by reason and
+// expired-dropped work in the vocabulary of the rest of stormguard.
 package httpx

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"stormguard/deadline"
 	"stormguard/retry"
 	"stormguard/wire"
 )
@@ -16,6 +17,13 @@ import (
 // [retry.Retrier] decides and puts stormguard's signals on the wire (see the
 // package documentation). It is the net/http shell around the retry core,
 // the equivalent of [retry.Do].
+//
+// The request's context carries the call's signals to the next hop: its
+// deadline becomes Stormguard-Timeout (see PropagateDeadline), and a
+// criticality set with [deadline.WithCriticality] (as the [Server]
+// middleware does for the handler's context) becomes Stormguard-Criticality
+// unless the request already has that header or the criticality is the
+// default. The attempt number is the Transport's own, never inherited.
 //
 // Build one with [NewTransport]. The zero Transport is usable: it sends each
 // request once through http.DefaultTransport, with the attempt header but
@@ -34,11 +42,15 @@ type Transport struct {
 	// that is sooner. [NewTransport] sets it. Whatever its value, a request
 	// whose deadline has already passed fails locally, unsent.
 	PropagateDeadline bool
-
-	// Extension point: client-side adaptive throttling (Google SRE book,
-	// "Handling Overload") will be a field here, consulted in send before an
-	// attempt goes out (a refused attempt fails locally and counts as a
-	// request) and told afterwards whether the backend accepted it.
+	// Throttle, when set, is client-side adaptive throttling (Google SRE
+	// book, "Handling Overload"), consulted before every attempt: an attempt
+	// it refuses fails locally, unsent, with an error that wraps
+	// [ErrThrottled], of class [retry.Throttling] (the Retrier may retry it
+	// after its throttling backoff, through the throttle again). An attempt
+	// counts as accepted when it gets any response but 429 or a 503 with
+	// Stormguard-Overload; a transport error or a timeout is not an accept.
+	// Share one per backend. Nil means no throttling, at no cost.
+	Throttle *AdaptiveThrottle
 }
 
 // NewTransport returns a Transport that sends attempts through base (nil:
@@ -184,6 +196,10 @@ type outcome struct {
 // send makes attempt n of req with the given body, under a child context
 // when the policy bounds attempts, and classifies what came back.
 func (t *Transport) send(ctx context.Context, base http.RoundTripper, r *retry.Retrier, req *http.Request, body io.ReadCloser, n int) outcome {
+	if t.Throttle != nil && !t.Throttle.Allow() {
+		closeBody(body)
+		return outcome{err: fmt.Errorf("httpx: attempt %d not sent: %w", n, ErrThrottled), cls: retry.Throttling}
+	}
 	actx, cancel := ctx, context.CancelFunc(nil)
 	timeout := r.Policy().AttemptTimeout
 	if timeout > 0 {
@@ -195,6 +211,9 @@ func (t *Transport) send(ctx context.Context, base http.RoundTripper, r *retry.R
 		out.Header = make(http.Header, 2)
 	}
 	out.Header[wire.HeaderAttempt] = []string{wire.FormatAttempt(n)}
+	if c := deadline.Criticality(ctx); c != wire.DefaultCriticality && len(out.Header[wire.HeaderCriticality]) == 0 {
+		out.Header[wire.HeaderCriticality] = criticalityValue(c)
+	}
 	if t.PropagateDeadline {
 		if dl, ok := actx.Deadline(); ok {
 			v, ok := wire.FormatTimeout(time.Until(dl))
@@ -210,6 +229,9 @@ func (t *Transport) send(ctx context.Context, base http.RoundTripper, r *retry.R
 	}
 
 	resp, err := base.RoundTrip(out)
+	if t.Throttle != nil && err == nil && backendAccepted(resp.StatusCode, resp.Header) {
+		t.Throttle.Accept()
+	}
 
 	if err != nil {
 		timedOut := cancel != nil && actx.Err() != nil && ctx.Err() == nil

@@ -1,0 +1,214 @@
+package httpx_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"stormguard/httpx"
+	"stormguard/internal/leakcheck"
+	"stormguard/killswitch"
+	"stormguard/limit"
+	"stormguard/shed"
+	"stormguard/wire"
+)
+
+// nopWriter is a ResponseWriter that allocates nothing once built: its
+// header map is reused and what is written is dropped.
+type nopWriter struct {
+	h    http.Header
+	code int
+}
+
+func newNopWriter() *nopWriter { return &nopWriter{h: make(http.Header, 8)} }
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *nopWriter) WriteHeader(code int)        { w.code = code }
+
+var okBody = []byte("ok")
+
+// trivial is the handler the benchmarks serve.
+var trivial = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(okBody) })
+
+func mustServer(tb testing.TB, cfg httpx.ServerConfig) *httpx.Server {
+	tb.Helper()
+	s, err := httpx.NewServer(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// benchRequest is what the benchmark clients send, with stormguard's
+// headers so that the middleware parses them.
+func benchRequest(tb testing.TB, url string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set(wire.HeaderAttempt, "1")
+	req.Header.Set(wire.HeaderTimeout, "1S")
+	return req
+}
+
+// middlewares are the two variants the benchmarks compare: the handler
+// alone, and behind a Server with the default configuration (Vegas limit,
+// first-tries-first queue of 1000, 30 s maximum deadline).
+func middlewares(tb testing.TB) []struct {
+	name string
+	wrap func(http.Handler) http.Handler
+} {
+	return []struct {
+		name string
+		wrap func(http.Handler) http.Handler
+	}{
+		{"bare", func(h http.Handler) http.Handler { return h }},
+		{"stormguard", mustServer(tb, httpx.ServerConfig{}).Wrap},
+	}
+}
+
+// BenchmarkMiddleware serves a trivial handler over a real loopback server
+// to keep-alive clients, bare and behind the middleware, and reports
+// requests per second. The target is stormguard ≥ 95 % of bare.
+func BenchmarkMiddleware(b *testing.B) {
+	for _, mw := range middlewares(b) {
+		b.Run(mw.name, func(b *testing.B) {
+			srv := httptest.NewServer(mw.wrap(trivial))
+			defer srv.Close()
+			tr := &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr}
+			b.ReportAllocs()
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				req := benchRequest(b, srv.URL)
+				for pb.Next() {
+					resp, err := c.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
+
+// BenchmarkMiddlewareInProcess isolates the middleware's own cost: the
+// same handler called with ServeHTTP, no network.
+func BenchmarkMiddlewareInProcess(b *testing.B) {
+	for _, mw := range middlewares(b) {
+		b.Run(mw.name, func(b *testing.B) {
+			h := mw.wrap(trivial)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				w, req := newNopWriter(), benchRequest(b, "http://example.com/")
+				for pb.Next() {
+					h.ServeHTTP(w, req)
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
+
+// rejectCase is a Server set up so that every request of req is refused.
+type rejectCase struct {
+	name     string
+	h        http.Handler
+	req      *http.Request
+	wantCode int
+}
+
+// rejectCases builds one server per refusal path: the kill switch, an
+// expired deadline, a throttled client, and a full queue (the limit taken,
+// the queue holding a first try, and a retry arriving).
+func rejectCases(tb testing.TB) []rejectCase {
+	tb.Helper()
+	req := func(hdr ...string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "http://example.com/", nil)
+		for i := 0; i < len(hdr); i += 2 {
+			r.Header.Set(hdr[i], hdr[i+1])
+		}
+		return r
+	}
+	dials := new(killswitch.Dials)
+	dials.SetShedFraction(1)
+
+	// The full queue: hold the only permit and park a first try in the
+	// queue of one, on a goroutine that leaves when the test ends.
+	lim := limit.NewLimiter(limit.Fixed{N: 1})
+	full := mustServer(tb, httpx.ServerConfig{Limiter: lim, Queue: shed.Config{Capacity: 1}})
+	fullH := full.Wrap(trivial)
+	p, _ := lim.Acquire()
+	ctx, cancel := context.WithCancel(context.Background())
+	parked := make(chan struct{})
+	go func() {
+		defer close(parked)
+		fullH.ServeHTTP(newNopWriter(), req().WithContext(ctx))
+	}()
+	tb.Cleanup(func() { cancel(); <-parked; p.Ignore() })
+	for end := time.Now().Add(5 * time.Second); full.Stats().Queued != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			tb.Fatal("the first try was not queued")
+		}
+	}
+
+	return []rejectCase{
+		{"kill-switch", mustServer(tb, httpx.ServerConfig{Dials: dials}).Wrap(trivial),
+			req(wire.HeaderAttempt, "1", wire.HeaderTimeout, "1S"), 503},
+		{"expired", mustServer(tb, httpx.ServerConfig{}).Wrap(trivial),
+			req(wire.HeaderAttempt, "1", wire.HeaderTimeout, "0n"), 504},
+		{"throttled", mustServer(tb, httpx.ServerConfig{ThrottleClient: func(*http.Request) bool { return true }}).Wrap(trivial),
+			req(wire.HeaderAttempt, "1", wire.HeaderTimeout, "1S"), 429},
+		{"queue-full", fullH,
+			req(wire.HeaderAttempt, "2", wire.HeaderTimeout, "1S"), 503},
+	}
+}
+
+// BenchmarkReject measures the refusal paths in process, with a
+// ResponseWriter that allocates nothing. Target: ≤ 1 µs and 0 allocations.
+func BenchmarkReject(b *testing.B) {
+	for _, rc := range rejectCases(b) {
+		b.Run(rc.name, func(b *testing.B) {
+			w := newNopWriter()
+			rc.h.ServeHTTP(w, rc.req)
+			if w.code != rc.wantCode {
+				b.Fatalf("status %d; want %d", w.code, rc.wantCode)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				rc.h.ServeHTTP(w, rc.req)
+			}
+		})
+	}
+}
+
+// The refusal paths allocate nothing: the header values are built once.
+func TestRejectNoAllocs(t *testing.T) {
+	if raceEnabled || testing.CoverMode() != "" {
+		t.Skip("the race detector and coverage change allocation counts")
+	}
+	leakcheck.Check(t)
+	for _, rc := range rejectCases(t) {
+		w := newNopWriter()
+		rc.h.ServeHTTP(w, rc.req)
+		if w.code != rc.wantCode {
+			t.Errorf("%s: status %d; want %d", rc.name, w.code, rc.wantCode)
+		}
+		if n := testing.AllocsPerRun(100, func() { rc.h.ServeHTTP(w, rc.req) }); n != 0 {
+			t.Errorf("%s: %v allocations per refusal; want 0", rc.name, n)
+		}
+	}
+}

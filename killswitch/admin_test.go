@@ -1,0 +1,226 @@
+package killswitch_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"stormguard/internal/leakcheck"
+	"stormguard/killswitch"
+)
+
+const testToken = "s3cret-token"
+
+// adminServer serves the admin handler of d on a real loopback server.
+func adminServer(t *testing.T, d *killswitch.Dials) (*httptest.Server, *http.Client) {
+	t.Helper()
+	h, err := killswitch.NewAdmin(d, testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return srv, &http.Client{Transport: tr}
+}
+
+// do sends method with body and the Authorization header auth (none if
+// empty), and returns the status and the body.
+func do(t *testing.T, c *http.Client, url, method, auth, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestNewAdminEmptyToken(t *testing.T) {
+	if _, err := killswitch.NewAdmin(new(killswitch.Dials), ""); !errors.Is(err, killswitch.ErrEmptyToken) {
+		t.Errorf("NewAdmin with an empty token: err = %v; want ErrEmptyToken", err)
+	}
+	if _, err := killswitch.NewAdmin(nil, "x"); err == nil {
+		t.Error("NewAdmin with nil dials: no error")
+	}
+}
+
+func TestAdminAuth(t *testing.T) {
+	leakcheck.Check(t)
+	d := new(killswitch.Dials)
+	srv, c := adminServer(t, d)
+	tests := []struct {
+		name   string
+		method string
+		auth   string
+		want   int
+	}{
+		{"no token GET", http.MethodGet, "", http.StatusUnauthorized},
+		{"no token POST", http.MethodPost, "", http.StatusUnauthorized},
+		{"wrong token", http.MethodPost, "Bearer wrong", http.StatusUnauthorized},
+		{"token prefix", http.MethodPost, "Bearer " + testToken[:5], http.StatusUnauthorized},
+		{"token longer", http.MethodPost, "Bearer " + testToken + "x", http.StatusUnauthorized},
+		{"no scheme", http.MethodPost, testToken, http.StatusUnauthorized},
+		{"basic scheme", http.MethodPost, "Basic " + testToken, http.StatusUnauthorized},
+		{"good token", http.MethodPost, "Bearer " + testToken, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d.SetRetriesDisabled(false)
+			got, body := do(t, c, srv.URL, tt.method, tt.auth, `{"retries_off": true}`)
+			if got != tt.want {
+				t.Errorf("status %d (%q); want %d", got, body, tt.want)
+			}
+			if changed := d.RetriesDisabled(); changed != (tt.want == http.StatusOK) {
+				t.Errorf("retries off = %v after status %d", changed, got)
+			}
+		})
+	}
+}
+
+func TestAdminChanges(t *testing.T) {
+	leakcheck.Check(t)
+	d := new(killswitch.Dials)
+	srv, c := adminServer(t, d)
+	auth := "Bearer " + testToken
+	tests := []struct {
+		name     string
+		method   string
+		body     string
+		want     int
+		wantMsg  string // in the body of a 400
+		wantDial killswitch.State
+	}{
+		{"shed half", http.MethodPost, `{"shed_fraction": 0.5}`, 200, "", killswitch.State{ShedFraction: 0.5}},
+		{"all three", http.MethodPut, `{"retries_off": true, "shed_fraction": 1, "limit_override": 8}`, 200, "",
+			killswitch.State{RetriesOff: true, ShedFraction: 1, LimitOverride: 8}},
+		{"only the present fields", http.MethodPost, `{"limit_override": 0}`, 200, "",
+			killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"fraction too big", http.MethodPost, `{"shed_fraction": 1.5, "retries_off": false}`, 400, "shed_fraction must be in [0, 1]",
+			killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"fraction negative", http.MethodPost, `{"shed_fraction": -0.1}`, 400, "shed_fraction", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"negative limit", http.MethodPost, `{"limit_override": -3}`, 400, "limit_override must be", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"fractional limit", http.MethodPost, `{"limit_override": 2.5}`, 400, "invalid JSON", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"huge limit", http.MethodPost, `{"limit_override": 99999999999999999999}`, 400, "invalid JSON", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"unknown field", http.MethodPost, `{"shed_fraction": 0, "retry_off": false}`, 400, "unknown field", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"wrong type", http.MethodPost, `{"retries_off": "no"}`, 400, "invalid JSON", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"not JSON", http.MethodPost, `shed=1`, 400, "invalid JSON", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"trailing data", http.MethodPost, `{"shed_fraction": 0} {}`, 400, "data after the object", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"empty object", http.MethodPost, `{}`, 400, "no field to change", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"empty body", http.MethodPost, ``, 400, "empty body", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"too large", http.MethodPost, `{"shed_fraction": 0` + strings.Repeat(" ", 5000) + `}`, 400, "larger than", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"delete not allowed", http.MethodDelete, ``, 405, "", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"reset", http.MethodPost, `{"retries_off": false, "shed_fraction": 0, "limit_override": 0}`, 200, "", killswitch.State{}},
+	}
+	for _, tt := range tests { // in order: each row starts from the previous one's state
+		got, body := do(t, c, srv.URL, tt.method, auth, tt.body)
+		if got != tt.want {
+			t.Errorf("%s: status %d (%q); want %d", tt.name, got, body, tt.want)
+		}
+		if tt.wantMsg != "" && !strings.Contains(body, tt.wantMsg) {
+			t.Errorf("%s: body %q; want it to contain %q", tt.name, body, tt.wantMsg)
+		}
+		if s := d.Snapshot(); s != tt.wantDial {
+			t.Errorf("%s: dials %+v; want %+v", tt.name, s, tt.wantDial)
+		}
+		if got == 200 {
+			var st killswitch.State
+			if err := json.Unmarshal([]byte(body), &st); err != nil || st != tt.wantDial {
+				t.Errorf("%s: answered %q (%v); want the state %+v", tt.name, body, err, tt.wantDial)
+			}
+		}
+	}
+	// GET shows the state without changing it.
+	d.SetShedFraction(0.25)
+	got, body := do(t, c, srv.URL, http.MethodGet, auth, "")
+	var st killswitch.State
+	if err := json.Unmarshal([]byte(body), &st); got != 200 || err != nil || st != (killswitch.State{ShedFraction: 0.25}) {
+		t.Errorf("GET: %d %q (%v); want 200 and shed_fraction 0.25", got, body, err)
+	}
+}
+
+func TestListenAdmin(t *testing.T) {
+	leakcheck.Check(t)
+	tests := []struct {
+		addr    string
+		opts    []killswitch.ListenOption
+		wantErr error // nil: want a listener on loopback
+	}{
+		{"127.0.0.1:0", nil, nil},
+		{":0", nil, nil}, // no host: loopback, not every interface
+		{"localhost:0", nil, nil},
+		{"0.0.0.0:0", nil, killswitch.ErrNotLoopback},
+		{"[::]:0", nil, killswitch.ErrNotLoopback},
+		{"192.0.2.1:0", nil, killswitch.ErrNotLoopback},
+		{"example.com:0", nil, killswitch.ErrNotLoopback},
+		{"0.0.0.0:0", []killswitch.ListenOption{killswitch.AllowNonLoopback()}, nil},
+	}
+	for _, tt := range tests {
+		ln, err := killswitch.ListenAdmin(tt.addr, tt.opts...)
+		if tt.wantErr != nil {
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("ListenAdmin(%q): err = %v; want %v", tt.addr, err, tt.wantErr)
+			}
+			if ln != nil {
+				ln.Close()
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ListenAdmin(%q): %v", tt.addr, err)
+			continue
+		}
+		if ta := ln.Addr().(*net.TCPAddr); tt.opts == nil && !ta.IP.IsLoopback() {
+			t.Errorf("ListenAdmin(%q) listens on %v; want loopback", tt.addr, ta)
+		}
+		ln.Close()
+	}
+	if _, err := killswitch.ListenAdmin("no-port"); err == nil {
+		t.Error(`ListenAdmin("no-port"): no error`)
+	}
+}
+
+// The admin endpoint served on a listener from ListenAdmin.
+func TestListenAdminServes(t *testing.T) {
+	leakcheck.Check(t)
+	d := new(killswitch.Dials)
+	h, err := killswitch.NewAdmin(d, testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := killswitch.ListenAdmin("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	got, body := do(t, &http.Client{Transport: tr}, "http://"+ln.Addr().String(), http.MethodPost, "Bearer "+testToken, `{"limit_override": 3}`)
+	if o, ok := d.LimitOverride(); got != 200 || !ok || o != 3 {
+		t.Errorf("POST: %d %q, override %d %v; want 200 and 3", got, body, o, ok)
+	}
+}
