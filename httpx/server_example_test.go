@@ -23,7 +23,7 @@ import (
 func ExampleServer() {
 	sg, err := httpx.NewServer(httpx.ServerConfig{
 		MaxTimeout: 5 * time.Second,
-		Limit:      limit.Spec{Kind: limit.KindGradient2},
+		Limit:      limit.Spec{Kind: limit.KindVegas},
 		Queue:      shed.Config{Capacity: 100, Order: shed.AdaptiveLIFO},
 	})
 	if err != nil {
