@@ -1,0 +1,54 @@
+// Package grpcx integrates stormguard with gRPC (google.golang.org/grpc):
+// client interceptors that retry as a [retry.Retrier] decides, and a server
+// whose interceptors apply the same overload control as httpx.Server. The
+// core packages stay free of gRPC; everything gRPC lives here.
+//
+// # Client
+//
+// [UnaryClientInterceptor] and [StreamClientInterceptor] are the gRPC shells
+// around the retry core, the equivalents of retry.Do and httpx.Transport.
+// [DialOptions] installs both and turns grpc-go's own retries off:
+//
+//	r := retry.MustNew(policy)
+//	conn, err := grpc.NewClient(target, append(grpcx.DialOptions(r), creds)...)
+//
+// # Server
+//
+// [Server] bounds deadlines, drops expired work before starting it, admits
+// calls through an adaptive concurrency limit and a queue that serves first
+// tries before retries, and refuses what it cannot serve with the signals
+// clients need. [Server.ServerOptions] installs its two interceptors:
+//
+//	sg, err := grpcx.NewServer(grpcx.ServerConfig{MaxTimeout: 5 * time.Second})
+//	srv := grpc.NewServer(sg.ServerOptions()...)
+//
+// # Signals on the wire
+//
+// gRPC metadata carries stormguard's signals under the names of package
+// wire, in lower case, beside gRPC's own:
+//
+//	key                            direction   meaning
+//	grpc-timeout                   request     the remaining deadline (grpc-go's own)
+//	stormguard-timeout             request     the same, read if present (a caller that is not grpc-go)
+//	stormguard-attempt             request     the attempt number, 1 for a first try
+//	grpc-previous-rpc-attempts     request     attempts before this one (gRFC A6); read when
+//	                                           stormguard-attempt is absent
+//	stormguard-criticality         request     critical-plus, critical, sheddable-plus, sheddable
+//	grpc-retry-pushback-ms         trailer     the delay before a retry, in ms; negative or
+//	                                           malformed: do not retry (gRFC A6)
+//	stormguard-overload            trailer     instance (retry elsewhere, after the delay) or
+//	                                           service (do not retry, at any layer)
+//	stormguard-retries-exhausted   trailer     1: a layer below already retried; do not retry
+//
+// and status codes carry the rest: UNAVAILABLE for an overloaded instance or
+// service, RESOURCE_EXHAUSTED for a throttled client, DEADLINE_EXCEEDED for
+// work dropped because its deadline passed.
+//
+// # Reuse of the HTTP server's admission code
+//
+// [Server] reports in httpx's vocabulary ([ServerStats] is httpx.ServerStats,
+// so one metrics collector serves both) and mirrors httpx.Server's
+// behaviour step for step. Its admission core (limiter, queue, waiters,
+// expiry timer) is an unexported copy of httpx.Server's, written so that
+// both servers can share it once it moves to a package of its own.
+package grpcx

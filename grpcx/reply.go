@@ -1,0 +1,90 @@
+package grpcx
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"stormguard/retry"
+	"stormguard/wire"
+)
+
+// The trailers and errors of refusals that do not depend on the
+// configuration, built once. grpc-go copies a trailer it is given and only
+// reads a status error, so sharing them between calls is safe.
+var (
+	// mdService says: the whole service is overloaded, do not retry. The
+	// negative pushback says the same to any gRFC A6 client.
+	mdService   = metadata.MD{keyOverload: {wire.OverloadService.String()}, wire.KeyGRPCRetryPushback: {"-1"}}
+	mdExhausted = metadata.MD{keyRetriesExhausted: {wire.ExhaustedValue}}
+
+	errInstance  = status.Error(codes.Unavailable, "grpcx: overloaded: this instance is busy; retry after the delay, elsewhere if you can")
+	errService   = status.Error(codes.Unavailable, "grpcx: overloaded: the service is out of capacity; do not retry")
+	errThrottled = status.Error(codes.ResourceExhausted, "grpcx: too many calls from this client; retry after the delay")
+	errExpired   = status.Error(codes.DeadlineExceeded, "grpcx: deadline exceeded before the call started")
+)
+
+// refuse counts a call shed for reason and returns its error, having set
+// its trailer: RESOURCE_EXHAUSTED with a pushback for a throttled client;
+// UNAVAILABLE with the service signal for the kill switch or when the
+// service is saturated; else UNAVAILABLE with the instance signal and a
+// pushback.
+func (s *Server) refuse(setTrailer func(metadata.MD), reason ShedReason) error {
+	s.c.shed[reason].Add(1)
+	switch {
+	case reason == ShedThrottled:
+		setTrailer(s.mdThrottled)
+		return errThrottled
+	case reason == ShedKillSwitch || s.saturated != nil && s.saturated():
+		setTrailer(mdService)
+		return errService
+	default:
+		setTrailer(s.mdInstance)
+		return errInstance
+	}
+}
+
+// expire counts a call dropped because its deadline passed before it
+// started and returns its error, which no signal accompanies.
+func (s *Server) expire() error {
+	s.c.expired.Add(1)
+	return errExpired
+}
+
+// exhausted reports whether err says that retrying already stopped below:
+// an error in its chain states its class (retry.Classed, as a
+// retry.GiveUpError does) and that class is RetriesExhausted or
+// ServiceOverloaded.
+func exhausted(err error) bool {
+	var c retry.Classed
+	if !errors.As(err, &c) {
+		return false
+	}
+	cls := c.RetryClass()
+	return cls == retry.RetriesExhausted || cls == retry.ServiceOverloaded
+}
+
+// RelayExhausted passes a downstream "do not retry" up to the caller of
+// the handler whose context is ctx, so that retries happen at one layer
+// only: if err, the error of a call the handler made (through this
+// package's client interceptors, or [retry.Do]), says that retrying already
+// stopped below — a [retry.GiveUpError] after more than one attempt, or
+// after the retry budget, the kill switch or the server's signals refused
+// the retry — RelayExhausted adds stormguard-retries-exhausted: 1 to the
+// handler's trailer and returns true. Otherwise it changes nothing and
+// returns false.
+//
+// A [Server] does this by itself when the handler returns such an error;
+// call RelayExhausted when the handler returns an error of its own instead,
+// or runs without a Server. ctx must be the handler's context (for a stream,
+// its Context()).
+func RelayExhausted(ctx context.Context, err error) bool {
+	if err == nil || !exhausted(err) {
+		return false
+	}
+	return grpc.SetTrailer(ctx, mdExhausted) == nil
+}

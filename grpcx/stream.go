@@ -1,0 +1,237 @@
+package grpcx
+
+import (
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"stormguard/retry"
+	"stormguard/wire"
+)
+
+// StreamClientInterceptor returns an interceptor that puts stormguard's
+// signals on streaming calls and retries them as r decides (nil r: never),
+// as far as a stream can be retried safely:
+//
+//   - Opening the stream is retried for every kind of stream: an error
+//     from grpc-go before the stream exists (UNAVAILABLE while the channel
+//     cannot connect, say) is an attempt like a unary call's.
+//   - A server-streaming call (the client sends one message) is retried
+//     until its first response message arrives: if the stream fails before
+//     that, the interceptor opens a new one, sends the request again and
+//     goes on reading, without the caller seeing the failed attempt. Once a
+//     message has arrived the stream is committed: a later failure is the
+//     caller's, as it is, and is not retried.
+//   - A client-streaming or bidirectional call is not retried once open
+//     (replaying what the caller sent, while it may still be sending, is not
+//     something an interceptor can do safely); it still gets the attempt
+//     metadata and the deadline, and its attempt counts as a success for
+//     the retrier once the stream is open.
+//
+// Every attempt carries the metadata [UnaryClientInterceptor] describes,
+// and its deadline is the caller's (the policy's AttemptTimeout does not
+// bound streams: a stream lasts as long as its caller wants). A call whose
+// ctx is already done or past its deadline fails at once, unsent. When
+// retrying stops, the error the stream reports (from opening it, or from
+// RecvMsg) is a *[retry.GiveUpError] as for unary calls.
+//
+// While a server-streaming call may still be retried, Header and Trailer
+// report the current attempt's metadata, and Context its context. A stream
+// whose caller gives up on it (cancels ctx) before reading its first
+// message ends its call in the retrier as cancelled.
+func StreamClientInterceptor(r *retry.Retrier, opts ...ClientOption) grpc.StreamClientInterceptor {
+	return newClient(r, opts).stream
+}
+
+func (cl *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	r := cl.r
+	now := time.Now()
+	dl, _ := ctx.Deadline()
+	if err := notSent(ctx, now, dl); err != nil {
+		return nil, err
+	}
+	retryable := cl.retryable == nil || cl.retryable(method)
+	base, crit := outgoing(ctx)
+	c := r.StartAt(now, dl)
+	for {
+		cs, err := streamer(attemptContext(ctx, base, c.Attempt(), crit), desc, cc, method, opts...)
+		end := time.Now()
+		if err == nil {
+			if desc.ClientStreams {
+				r.EndAt(end, &c, retry.Success, retry.Signal{}, 0)
+				return cs, nil
+			}
+			s := &retryingStream{
+				cl: cl, ctx: ctx, base: base, crit: crit, dl: dl, retryable: retryable,
+				desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
+				c: c, cur: cs,
+			}
+			s.stop = context.AfterFunc(ctx, s.abandon)
+			return s, nil
+		}
+		var header metadata.MD
+		if cs != nil {
+			header, _ = cs.Header()
+		}
+		o := cl.classify(ctx, err, header, nil)
+		if err := cl.next(ctx, dl, &c, retryable, o, end); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// The states of a retryingStream's call in the retrier. The goroutine that
+// moves the state out of live owns the retry.Call until it moves it back.
+const (
+	streamLive int32 = iota // an attempt is open; nobody is using the Call
+	streamBusy              // RecvMsg is deciding on, or waiting for, a retry
+	streamDone              // the call has ended in the retrier
+)
+
+// retryingStream is a server-streaming call that is retried until its
+// first message arrives.
+type retryingStream struct {
+	cl        *client
+	ctx       context.Context // the caller's
+	base      metadata.MD
+	crit      wire.Criticality
+	dl        time.Time
+	retryable bool
+	desc      *grpc.StreamDesc
+	cc        *grpc.ClientConn
+	method    string
+	streamer  grpc.Streamer
+	opts      []grpc.CallOption
+
+	state atomic.Int32 // streamLive, streamBusy or streamDone
+	c     retry.Call   // owned as state says
+	stop  func() bool  // stops the AfterFunc that abandons the call
+
+	mu     sync.Mutex // guards cur, req, hasReq and closed
+	cur    grpc.ClientStream
+	req    any // the message the caller sent, for replay
+	hasReq bool
+	closed bool // the caller called CloseSend
+}
+
+func (s *retryingStream) current() grpc.ClientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// Header returns the current attempt's header metadata.
+func (s *retryingStream) Header() (metadata.MD, error) { return s.current().Header() }
+
+// Trailer returns the current attempt's trailer metadata.
+func (s *retryingStream) Trailer() metadata.MD { return s.current().Trailer() }
+
+// Context returns the current attempt's context.
+func (s *retryingStream) Context() context.Context { return s.current().Context() }
+
+// SendMsg sends m on the current attempt and keeps it to send again on a
+// retry. gRPC forbids modifying a message after SendMsg, so keeping it is
+// safe.
+func (s *retryingStream) SendMsg(m any) error {
+	s.mu.Lock()
+	if !s.hasReq {
+		s.req, s.hasReq = m, true
+	}
+	cs := s.cur
+	s.mu.Unlock()
+	return cs.SendMsg(m)
+}
+
+// CloseSend closes the sending side of the current attempt, and of the
+// attempts to come.
+func (s *retryingStream) CloseSend() error {
+	s.mu.Lock()
+	s.closed = true
+	cs := s.cur
+	s.mu.Unlock()
+	return cs.CloseSend()
+}
+
+// RecvMsg receives the next message. Until the first one arrives, a failed
+// attempt is retried as the retrier decides.
+func (s *retryingStream) RecvMsg(m any) error {
+	for {
+		cs := s.current()
+		err := cs.RecvMsg(m)
+		if !s.state.CompareAndSwap(streamLive, streamBusy) {
+			return err // committed, or abandoned by its caller
+		}
+		r := s.cl.r
+		end := time.Now()
+		if err == nil || err == io.EOF {
+			// The first message (or a clean end without one): the attempt
+			// succeeded, and the stream is committed.
+			r.EndAt(end, &s.c, retry.Success, retry.Signal{}, 0)
+			s.done()
+			return err
+		}
+		header, _ := cs.Header() // the stream has ended: this does not block
+		o := s.cl.classify(s.ctx, err, header, cs.Trailer())
+		for {
+			if err := s.cl.next(s.ctx, s.dl, &s.c, s.retryable, o, end); err != nil {
+				s.done()
+				return err
+			}
+			next, err := s.open()
+			if err == nil {
+				s.mu.Lock()
+				s.cur = next
+				s.mu.Unlock()
+				break
+			}
+			end = time.Now()
+			o = s.cl.classify(s.ctx, err, nil, nil)
+		}
+		s.state.Store(streamLive)
+	}
+}
+
+// open starts the current attempt: a new stream, to which it sends again
+// what the caller sent.
+func (s *retryingStream) open() (grpc.ClientStream, error) {
+	cs, err := s.streamer(attemptContext(s.ctx, s.base, s.c.Attempt(), s.crit), s.desc, s.cc, s.method, s.opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// For a stream whose client sends one message, grpc-go reports a
+	// failure to send on RecvMsg, not here.
+	if s.hasReq {
+		if err := cs.SendMsg(s.req); err != nil && err != io.EOF {
+			return nil, err
+		}
+	}
+	if s.closed {
+		if err := cs.CloseSend(); err != nil {
+			return nil, err
+		}
+	}
+	return cs, nil
+}
+
+// done marks the call ended in the retrier; the caller owns the Call.
+func (s *retryingStream) done() {
+	s.state.Store(streamDone)
+	s.stop()
+}
+
+// abandon ends the call as cancelled when the caller's context ends while
+// nobody is using it (no RecvMsg is deciding on a retry).
+func (s *retryingStream) abandon() {
+	if s.state.CompareAndSwap(streamLive, streamDone) {
+		r := s.cl.r
+		r.FinishAt(time.Now(), &s.c, retry.Canceled)
+		_ = r.GiveUp(&s.c, retry.ErrCanceled, ctxErr(s.ctx))
+	}
+}

@@ -1,0 +1,185 @@
+package metrics
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"stormguard/retry"
+)
+
+// classes lists every retry class, so that their series exist from the
+// start (a rate over a series that appears late misses its first
+// increments).
+var classes = [...]retry.Class{
+	retry.Success, retry.Transient, retry.Throttling, retry.Timeout,
+	retry.NeverRetry, retry.Canceled, retry.ServiceOverloaded, retry.RetriesExhausted,
+}
+
+// giveUpReasons are the give-up reasons and their label values; the label
+// of any other reason is "other".
+var giveUpReasons = [...]struct {
+	err   error
+	label string
+}{
+	{retry.ErrAttemptsExhausted, "attempts-exhausted"},
+	{retry.ErrBudgetExhausted, "budget-exhausted"},
+	{retry.ErrDeadline, "deadline"},
+	{retry.ErrNotRetryable, "not-retryable"},
+	{retry.ErrServerSaidStop, "server-said-stop"},
+	{retry.ErrRetriesDisabled, "retries-disabled"},
+	{retry.ErrCanceled, "canceled"},
+}
+
+// clientSeries are the series of one client target, resolved once so that
+// the hooks only increment.
+type clientSeries struct {
+	attempts   [len(classes)]prometheus.Counter
+	retries    prometheus.Counter
+	goodput    prometheus.Counter
+	throughput prometheus.Counter
+	giveUps    [len(giveUpReasons) + 1]prometheus.Counter // the last: other
+}
+
+// RetryHooks returns hooks that count a retrier's attempts, retries and
+// give-ups in reg, as the client side of target l.Target: the series
+// stormguard_attempts_total, stormguard_retries_total,
+// stormguard_goodput_total, stormguard_throughput_total and
+// stormguard_giveups_total of the schema (see the package documentation).
+// Install them with retry.WithHooks; combine them with others with
+// [JoinHooks].
+//
+// Every series is created at once, at zero. The hooks allocate nothing and
+// cost a few atomic additions per attempt. Several retriers may share one
+// target: the series registered first are reused. RetryHooks panics, as
+// prometheus.MustRegister does, if reg refuses the collectors for any other
+// reason (a name registered with other label names, say).
+func RetryHooks(reg prometheus.Registerer, l Labels) retry.Hooks {
+	s, err := newClientSeries(reg, l)
+	if err != nil {
+		panic(err)
+	}
+	return retry.Hooks{
+		OnAttempt: func(_ int, c retry.Class, _ time.Duration) {
+			s.throughput.Inc()
+			if c == retry.Success {
+				s.goodput.Inc()
+			}
+			if int(c) < len(s.attempts) {
+				s.attempts[c].Inc()
+			}
+		},
+		OnRetry: func(int, time.Duration) { s.retries.Inc() },
+		OnGiveUp: func(reason error, _ int, _ error) {
+			s.giveUps[giveUpIndex(reason)].Inc()
+		},
+	}
+}
+
+func newClientSeries(reg prometheus.Registerer, l Labels) (*clientSeries, error) {
+	cl := constLabels(sideClient, l)
+	attempts, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameAttempts, Help: helpAttempts, ConstLabels: cl}, []string{"outcome"}))
+	if err != nil {
+		return nil, err
+	}
+	giveUps, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameGiveUps, Help: helpGiveUps, ConstLabels: cl}, []string{"reason"}))
+	if err != nil {
+		return nil, err
+	}
+	s := new(clientSeries)
+	for _, c := range []struct {
+		p          *prometheus.Counter
+		name, help string
+	}{
+		{&s.retries, nameRetries, helpRetries},
+		{&s.goodput, nameGoodput, helpGoodput},
+		{&s.throughput, nameThroughput, helpThroughput},
+	} {
+		if *c.p, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: c.name, Help: c.help, ConstLabels: cl})); err != nil {
+			return nil, err
+		}
+	}
+	for i, c := range classes {
+		s.attempts[i] = attempts.WithLabelValues(c.String())
+	}
+	for i, r := range giveUpReasons {
+		s.giveUps[i] = giveUps.WithLabelValues(r.label)
+	}
+	s.giveUps[len(giveUpReasons)] = giveUps.WithLabelValues("other")
+	return s, nil
+}
+
+// giveUpIndex returns the index in clientSeries.giveUps of reason's series.
+func giveUpIndex(reason error) int {
+	for i, r := range giveUpReasons {
+		if reason == r.err {
+			return i
+		}
+	}
+	for i, r := range giveUpReasons { // a wrapped reason: the slow path
+		if errors.Is(reason, r.err) {
+			return i
+		}
+	}
+	return len(giveUpReasons)
+}
+
+// JoinHooks returns hooks that run each of hs's hooks in turn, in order;
+// a nil hook is skipped. Use it to install RetryHooks and LogHooks (or
+// hooks of your own) on one retrier, since retry.WithHooks takes one set.
+// When only one set has a given hook, it is returned as it is, at no extra
+// cost.
+func JoinHooks(hs ...retry.Hooks) retry.Hooks {
+	var (
+		onAttempt []func(int, retry.Class, time.Duration)
+		onRetry   []func(int, time.Duration)
+		onGiveUp  []func(error, int, error)
+	)
+	for _, h := range hs {
+		if h.OnAttempt != nil {
+			onAttempt = append(onAttempt, h.OnAttempt)
+		}
+		if h.OnRetry != nil {
+			onRetry = append(onRetry, h.OnRetry)
+		}
+		if h.OnGiveUp != nil {
+			onGiveUp = append(onGiveUp, h.OnGiveUp)
+		}
+	}
+	var j retry.Hooks
+	switch len(onAttempt) {
+	case 0:
+	case 1:
+		j.OnAttempt = onAttempt[0]
+	default:
+		j.OnAttempt = func(n int, c retry.Class, d time.Duration) {
+			for _, f := range onAttempt {
+				f(n, c, d)
+			}
+		}
+	}
+	switch len(onRetry) {
+	case 0:
+	case 1:
+		j.OnRetry = onRetry[0]
+	default:
+		j.OnRetry = func(n int, d time.Duration) {
+			for _, f := range onRetry {
+				f(n, d)
+			}
+		}
+	}
+	switch len(onGiveUp) {
+	case 0:
+	case 1:
+		j.OnGiveUp = onGiveUp[0]
+	default:
+		j.OnGiveUp = func(reason error, n int, last error) {
+			for _, f := range onGiveUp {
+				f(reason, n, last)
+			}
+		}
+	}
+	return j
+}
