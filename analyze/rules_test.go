@@ -1,0 +1,241 @@
+package analyze
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"stormguard/sim"
+)
+
+// sc builds a scenario from one client and services written as YAML flow
+// mappings, and applies nothing else.
+func sc(t *testing.T, client string, services ...string) sim.Scenario {
+	t.Helper()
+	y := "name: t\nclients:\n  - " + client + "\nservices:\n"
+	for _, s := range services {
+		y += "  - " + s + "\n"
+	}
+	f, err := sim.Parse("t.yaml", []byte(y))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	return f.Runs[0].Scenario
+}
+
+// got is a finding reduced to what the rule tables compare.
+type got struct {
+	sev   Severity
+	where string
+}
+
+func (g got) String() string { return g.sev.String() + " " + g.where }
+
+func findingsOf(t *testing.T, s sim.Scenario, rule string) []got {
+	t.Helper()
+	if !slices.ContainsFunc(Rules, func(r Rule) bool { return r.ID == rule }) {
+		t.Fatalf("rule %q is not in Rules", rule)
+	}
+	a, err := Scenario(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []got
+	for _, f := range a.Findings {
+		if f.Rule == rule {
+			out = append(out, got{f.Severity, f.Where})
+			if f.Message == "" || f.Fix == "" || !strings.HasSuffix(f.Fix, ".") {
+				t.Errorf("%s at %s: message %q, fix %q: both must be sentences", rule, f.Where, f.Message, f.Fix)
+			}
+		}
+	}
+	return out
+}
+
+// Services used by the rule tables.
+const (
+	// db serves 200 attempts/s.
+	db    = `{name: db, workers: 10, service_time: {mean: 50ms}}`
+	dbSG  = `{name: db, workers: 10, service_time: {mean: 50ms}, defenses: stormguard}`
+	leaf  = `{name: db, workers: 10, service_time: {mean: 1ms}}`
+	front = `{name: front, workers: 100, service_time: {mean: 1ms}, calls: [{service: db, policy: naive}]}`
+)
+
+// ruleCases: for every rule, scenarios that break it and scenarios that
+// do not, with the findings wanted.
+var ruleCases = []struct {
+	name     string
+	rule     string
+	client   string
+	services []string
+	want     []got
+}{
+	{"overloaded: first tries above capacity", "overloaded",
+		`{name: users, target: db, arrivals: {rate: 250}, policy: naive}`, []string{db},
+		[]got{{Error, "db"}}},
+	{"overloaded: below capacity", "overloaded",
+		`{name: users, target: db, arrivals: {rate: 150}, policy: naive}`, []string{db}, nil},
+
+	{"vulnerable: 150/s against 200/3", "vulnerable",
+		`{name: users, target: db, arrivals: {rate: 150}, policy: naive}`, []string{db},
+		[]got{{Error, "db"}}},
+	{"vulnerable: 50/s is below 200/3", "vulnerable",
+		`{name: users, target: db, arrivals: {rate: 50}, policy: naive}`, []string{db}, nil},
+	{"vulnerable: a 10 % budget lifts the threshold to 200/1.1", "vulnerable",
+		`{name: users, target: db, arrivals: {rate: 150}, policy: sre}`, []string{db}, nil},
+	{"vulnerable: first tries first", "vulnerable",
+		`{name: users, target: db, arrivals: {rate: 150}, policy: naive}`, []string{dbSG}, nil},
+	{"vulnerable: a burst has no rate", "vulnerable",
+		`{name: users, target: db, arrivals: {kind: burst, count: 1000}, policy: naive}`, []string{db}, nil},
+
+	{"layered-retries: two unbudgeted layers", "layered-retries",
+		`{name: users, target: front, arrivals: {rate: 1}, policy: naive}`, []string{front, leaf},
+		[]got{{Error, "users → front → db"}}},
+	{"layered-retries: one layer budgeted", "layered-retries",
+		`{name: users, target: front, arrivals: {rate: 1}, policy: stormguard}`, []string{front, leaf},
+		[]got{{Warning, "users → front → db"}}},
+	{"layered-retries: only the top layer retries", "layered-retries",
+		`{name: users, target: front, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: front, workers: 100, service_time: {mean: 1ms}, calls: [{service: db, policy: {preset: naive, max_attempts: 1}}]}`, leaf},
+		nil},
+	{"layered-retries: the top two of three, reported once", "layered-retries",
+		`{name: users, target: front, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: front, workers: 100, service_time: {mean: 1ms}, calls: [{service: mid, policy: naive}]}`,
+			`{name: mid, workers: 100, service_time: {mean: 1ms}, calls: [{service: db, policy: {preset: naive, max_attempts: 1}}]}`, leaf},
+		[]got{{Error, "users → front → mid"}}},
+
+	{"timeout-exceeds-caller: 1s call under a 1s caller, retrying", "timeout-exceeds-caller",
+		`{name: users, target: front, arrivals: {rate: 1}, timeout: 1s}`, []string{front, leaf},
+		[]got{{Error, "front→db"}}},
+	{"timeout-exceeds-caller: without retries", "timeout-exceeds-caller",
+		`{name: users, target: front, arrivals: {rate: 1}, timeout: 1s}`,
+		[]string{`{name: front, workers: 100, service_time: {mean: 1ms}, calls: [{service: db, timeout: 2s, policy: {preset: naive, max_attempts: 1}}]}`, leaf},
+		[]got{{Warning, "front→db"}}},
+	{"timeout-exceeds-caller: a client deadline is the wait", "timeout-exceeds-caller",
+		`{name: users, target: front, arrivals: {rate: 1}, timeout: 5s, deadline: 500ms}`,
+		[]string{`{name: front, workers: 100, service_time: {mean: 1ms}, calls: [{service: db, timeout: 500ms, policy: naive}]}`, leaf},
+		[]got{{Error, "front→db"}}},
+	{"timeout-exceeds-caller: 200ms under 1s", "timeout-exceeds-caller",
+		`{name: users, target: front, arrivals: {rate: 1}, timeout: 1s}`,
+		[]string{`{name: front, workers: 100, service_time: {mean: 1ms}, calls: [{service: db, timeout: 200ms, policy: naive}]}`, leaf},
+		nil},
+
+	{"retries-exceed-caller: 3 × 400ms > 1s", "retries-exceed-caller",
+		`{name: users, target: front, arrivals: {rate: 1}, timeout: 1s}`,
+		[]string{`{name: front, workers: 100, service_time: {mean: 1ms}, calls: [{service: db, timeout: 400ms, policy: naive}]}`, leaf},
+		[]got{{Warning, "front→db"}}},
+	{"retries-exceed-caller: propagated to a deadline-aware policy", "retries-exceed-caller",
+		`{name: users, target: front, arrivals: {rate: 1}, timeout: 1s, propagate_deadline: true}`,
+		[]string{`{name: front, workers: 100, service_time: {mean: 1ms}, calls: [{service: db, timeout: 400ms, policy: stormguard, propagate_deadline: true}]}`, leaf},
+		[]got{{Info, "front→db"}}},
+	{"retries-exceed-caller: the backoff counts", "retries-exceed-caller",
+		`{name: users, target: front, arrivals: {rate: 1}, timeout: 1s}`,
+		[]string{`{name: front, workers: 100, service_time: {mean: 1ms}, calls: [{service: db, timeout: 300ms, policy: {preset: naive, backoff: {kind: constant, base: 100ms}}}]}`, leaf},
+		[]got{{Warning, "front→db"}}},
+	{"retries-exceed-caller: 3 × 300ms fit in 1s", "retries-exceed-caller",
+		`{name: users, target: front, arrivals: {rate: 1}, timeout: 1s}`,
+		[]string{`{name: front, workers: 100, service_time: {mean: 1ms}, calls: [{service: db, timeout: 300ms, policy: naive}]}`, leaf},
+		nil},
+
+	{"timeout-exceeds-deadline: timeout = deadline", "timeout-exceeds-deadline",
+		`{name: users, target: db, arrivals: {rate: 1}, timeout: 1s, deadline: 1s}`, []string{leaf},
+		[]got{{Warning, "users→db"}}},
+	{"timeout-exceeds-deadline: timeout under the deadline", "timeout-exceeds-deadline",
+		`{name: users, target: db, arrivals: {rate: 1}, timeout: 300ms, deadline: 1s}`, []string{leaf}, nil},
+
+	{"retries-unretryable: naive above a retrying call", "retries-unretryable",
+		`{name: users, target: front, arrivals: {rate: 1}, policy: naive}`, []string{front, leaf},
+		[]got{{Warning, "users→front"}}},
+	{"retries-unretryable: the caller honours signals", "retries-unretryable",
+		`{name: users, target: front, arrivals: {rate: 1}, policy: stormguard}`, []string{front, leaf}, nil},
+	{"retries-unretryable: a fallback answers success", "retries-unretryable",
+		`{name: users, target: front, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: front, workers: 100, service_time: {mean: 1ms}, on_call_failure: fallback, calls: [{service: db, policy: naive}]}`, leaf},
+		nil},
+	{"retries-unretryable: nothing retries below", "retries-unretryable",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`, []string{leaf}, nil},
+
+	{"ignores-pushback: naive against stormguard defenses", "ignores-pushback",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`, []string{dbSG},
+		[]got{{Warning, "users→db"}}},
+	{"ignores-pushback: stormguard against stormguard defenses", "ignores-pushback",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: stormguard}`, []string{dbSG}, nil},
+	{"ignores-pushback: no defenses to ignore", "ignores-pushback",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`, []string{db}, nil},
+
+	{"missing-budget: naive", "missing-budget",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`, []string{leaf},
+		[]got{{Warning, "users→db"}}},
+	{"missing-budget: the default policy is naive", "missing-budget",
+		`{name: users, target: db, arrivals: {rate: 1}}`, []string{leaf},
+		[]got{{Warning, "users→db"}}},
+	{"missing-budget: a concurrency budget of 100 % bounds nothing", "missing-budget",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: {preset: envoy, budget: {kind: concurrency, percent: 1}}}`, []string{leaf},
+		[]got{{Warning, "users→db"}}},
+	{"missing-budget: aws-2026 has a quota", "missing-budget",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: aws-2026}`, []string{leaf}, nil},
+	{"missing-budget: no retries", "missing-budget",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: {preset: naive, max_attempts: 1}}`, []string{leaf}, nil},
+
+	{"missing-jitter: no backoff", "missing-jitter",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`, []string{leaf},
+		[]got{{Warning, "users→db"}}},
+	{"missing-jitter: exponential", "missing-jitter",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: {preset: sre, backoff: {kind: exponential}}}`, []string{leaf},
+		[]got{{Warning, "users→db"}}},
+	{"missing-jitter: throttle backoff constant", "missing-jitter",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: {preset: stormguard, throttle_backoff: {kind: constant, base: 1s}}}`, []string{leaf},
+		[]got{{Warning, "users→db"}}},
+	{"missing-jitter: equal jitter is partial", "missing-jitter",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: aws-legacy}`, []string{leaf},
+		[]got{{Info, "users→db"}, {Info, "users→db"}}},
+	{"missing-jitter: full jitter", "missing-jitter",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: stormguard}`, []string{leaf}, nil},
+	{"missing-jitter: no retries", "missing-jitter",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: {preset: naive, max_attempts: 1}}`, []string{leaf}, nil},
+}
+
+func TestRules(t *testing.T) {
+	for _, c := range ruleCases {
+		t.Run(c.name, func(t *testing.T) {
+			gotF := findingsOf(t, sc(t, c.client, c.services...), c.rule)
+			if fmt.Sprint(gotF) != fmt.Sprint(c.want) {
+				t.Errorf("%s findings = %v, want %v", c.rule, gotF, c.want)
+			}
+		})
+	}
+}
+
+// TestRulesAllTested: every rule has a case that breaks it and one that
+// does not.
+func TestRulesAllTested(t *testing.T) {
+	for _, r := range Rules {
+		broken, kept := false, false
+		for _, c := range ruleCases {
+			if c.rule == r.ID {
+				broken = broken || len(c.want) > 0
+				kept = kept || len(c.want) == 0
+			}
+		}
+		if !broken || !kept || r.Summary == "" {
+			t.Errorf("rule %s: a breaking case %v, a keeping case %v, summary %q", r.ID, broken, kept, r.Summary)
+		}
+	}
+}
+
+// TestFindingsOrder: errors first, then warnings, then notes.
+func TestFindingsOrder(t *testing.T) {
+	a, err := Scenario(sc(t, `{name: users, target: front, arrivals: {rate: 500}, policy: aws-legacy}`, front, db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Findings) < 3 {
+		t.Fatalf("only %d findings", len(a.Findings))
+	}
+	for i := 1; i < len(a.Findings); i++ {
+		if a.Findings[i].Severity > a.Findings[i-1].Severity {
+			t.Errorf("finding %d (%s) outranks finding %d (%s)", i, a.Findings[i].Severity, i-1, a.Findings[i-1].Severity)
+		}
+	}
+}
