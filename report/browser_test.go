@@ -1,0 +1,196 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"stormguard/examples"
+	"stormguard/sim"
+	"stormguard/sweep"
+)
+
+// browserChromiumFlags run Debian's chromium headless, offline and without state.
+var browserChromiumFlags = []string{
+	"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+	"--disable-background-networking", "--disable-component-update", "--disable-sync",
+}
+
+// browserChartProbe is appended to a copy of a report page (the page itself has
+// no script): after load it records, for every image, whether it decoded
+// and its natural and rendered sizes, and for every inline svg its
+// rendered size, in an attribute of body that --dump-dom shows.
+const browserChartProbe = `<script>
+window.addEventListener("load", function () {
+  var out = [];
+  for (var i = 0; i < document.images.length; i++) {
+    var im = document.images[i], r = im.getBoundingClientRect();
+    out.push("img:" + (im.complete ? 1 : 0) + ":" + im.naturalWidth + ":" + im.naturalHeight + ":" + Math.round(r.width) + ":" + Math.round(r.height));
+  }
+  var svgs = document.querySelectorAll("svg");
+  for (var j = 0; j < svgs.length; j++) {
+    var b = svgs[j].getBoundingClientRect();
+    out.push("svg:1:" + Math.round(b.width) + ":" + Math.round(b.height) + ":" + Math.round(b.width) + ":" + Math.round(b.height));
+  }
+  document.body.setAttribute("data-charts", out.join(" ") || "none");
+});
+</script>`
+
+// browserChromium returns the path of Debian's chromium, or skips the test (fails
+// it when CI=true: CI installs the package).
+func browserChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"/usr/bin/chromium", "chromium"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "chromium is not installed (Debian: apt-get install chromium); the reports' browser test needs it"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// TestReportsRenderInChromium writes the sim report of a real small run
+// and the sweep report of a real small sweep, opens each page in headless
+// Chromium with the network off, and checks that every chart rendered.
+func TestReportsRenderInChromium(t *testing.T) {
+	bin := browserChromium(t)
+	dir := t.TempDir()
+
+	// The sim report: the built-in scenario, shortened.
+	f, err := sim.Parse(examples.DefaultName, examples.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := sim.Output{Scenario: f.Base.Name, Description: f.Base.Description}
+	for _, r := range f.Runs {
+		s := r.Scenario
+		s.Duration = 40 * time.Second
+		res, err := sim.Run(t.Context(), s, r.Name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Runs = append(out.Runs, res)
+	}
+	simDir := filepath.Join(dir, "sim")
+	if err := WriteSim(simDir, out); err != nil {
+		t.Fatal(err)
+	}
+
+	// The sweep report: the same scenario on a small grid.
+	plan, err := sweep.NewPlan(f, sweep.Options{From: 200, To: 360, Step: 40, Hold: 3 * time.Second,
+		Loads: []float64{150, 250}, Max: 4, Resolution: 1, After: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sweep.Run(t.Context(), plan, sweep.Exec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepDir := filepath.Join(dir, "sweep")
+	if err := WriteSweep(sweepDir, res); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, page := range []struct {
+		dir    string
+		charts int
+	}{{simDir, len(out.Runs)}, {sweepDir, 2}} {
+		t.Run(filepath.Base(page.dir), func(t *testing.T) {
+			t.Parallel()
+			charts := browserCharts(t, bin, page.dir)
+			if len(charts) != page.charts {
+				t.Fatalf("the page shows %d charts, want %d: %q", len(charts), page.charts, charts)
+			}
+			for i, c := range charts {
+				// kind:complete:naturalWidth:naturalHeight:width:height
+				f := strings.Split(c, ":")
+				n := make([]int, len(f)-1)
+				for j := range n {
+					n[j], _ = strconv.Atoi(f[j+1])
+				}
+				if len(n) != 5 || n[0] != 1 || n[1] < 300 || n[2] < 150 || n[3] < 100 || n[4] < 50 {
+					t.Errorf("chart %d did not render: %s (complete, natural width and height, shown width and height)", i+1, c)
+				}
+			}
+		})
+	}
+}
+
+var browserChartsAttr = regexp.MustCompile(`data-charts="([^"]*)"`)
+
+// browserCharts opens dir/index.html in headless Chromium, with the probe
+// added, and returns what the probe recorded for each chart.
+func browserCharts(t *testing.T, bin, dir string) []string {
+	t.Helper()
+	page, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.LastIndex(page, []byte("</body>"))
+	if i < 0 {
+		t.Fatal("index.html has no </body>")
+	}
+	probe := filepath.Join(dir, "probe.html")
+	withProbe := append(append(append([]byte(nil), page[:i]...), browserChartProbe...), page[i:]...)
+	if err := os.WriteFile(probe, withProbe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A fresh browser may, rarely, dump the page before its load event:
+	// up to three tries, each with a new profile.
+	var stderr string
+	for range 3 {
+		var dom []byte
+		dom, stderr = browserDumpDOM(t, bin, probe)
+		if m := browserChartsAttr.FindSubmatch(dom); m != nil {
+			if string(m[1]) == "none" {
+				return nil
+			}
+			return strings.Fields(string(m[1]))
+		}
+	}
+	t.Fatalf("the probe left no result: the page did not load or scripts did not run\n%s", browserTail(stderr, 2000))
+	return nil
+}
+
+// browserDumpDOM runs headless Chromium on the file and returns the DOM it dumps
+// and what it said on stderr. The virtual time budget holds the dump until
+// the page has loaded and its load handlers have run.
+func browserDumpDOM(t *testing.T, bin, file string) ([]byte, string) {
+	t.Helper()
+	// Chromium's helpers may outlive it for a moment: a directory of our
+	// own, removed on a best-effort basis.
+	profile, err := os.MkdirTemp("", "stormguard-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(profile) })
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	args := append(append([]string(nil), browserChromiumFlags...),
+		"--user-data-dir="+profile, "--virtual-time-budget=10000", "--dump-dom", "file://"+file)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, browserTail(stderr.String(), 2000))
+	}
+	return stdout.Bytes(), stderr.String()
+}
+
+func browserTail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,523 @@
+package sweep
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"stormguard/sim"
+)
+
+// What a phase search grows in the trigger (Options.Vary).
+const (
+	VaryDuration = "duration" // how long the trigger lasts, seconds (any kind)
+	VaryFactor   = "factor"   // a load spike's multiplier, or a brownout's error probability
+	VaryAdd      = "add"      // the latency a latency trigger adds, seconds
+)
+
+// Options are the knobs of a sweep. A zero field takes the default derived
+// from the scenario, given in brackets; capacity is the estimate of
+// [Capacity] for the swept client's target, the largest over the file's
+// runs (every run is swept over the same loads, so that they compare).
+type Options struct {
+	// Client whose arrival rate is the load [the scenario's first client].
+	Client string
+	// From, To and Step of the ramp, requests/s [From 0.25 × capacity,
+	// To 1.25 × capacity, both rounded to a multiple of Step; Step about
+	// (To − From) / 30, rounded down to 1, 2 or 5 × 10ⁿ]. The ramp climbs
+	// From → To and comes back down to From.
+	From, To, Step float64
+	// Hold is how long each step of the ramp lasts [10 × the client's
+	// timeout, at least 20 bins]; the second half of it is measured.
+	Hold time.Duration
+	// Loads of the phase diagram, requests/s [0.25 × capacity up to the
+	// capacity, in steps of about capacity / 15, rounded down to 1, 2 or
+	// 5 × 10ⁿ]. They are sorted and duplicates dropped.
+	Loads []float64
+	// Vary: what the phase search grows in the trigger: VaryDuration,
+	// VaryFactor (load and errors triggers) or VaryAdd (latency
+	// triggers) [duration].
+	Vary string
+	// Max is the largest trigger size tried, in seconds for duration and
+	// add, as the factor for factor [4 × the trigger's own, or 40 s, 4×,
+	// 1 (errors)]; Resolution is the step of the search [about (Max −
+	// min) / 256, rounded down to 1, 2 or 5 × 10ⁿ]. The smallest size tried is 0 (no trigger),
+	// and 1 for a load factor.
+	Max, Resolution float64
+	// After is how long each phase run goes on after the trigger ends,
+	// for the system to recover [max(120 s, 60 × the client's timeout,
+	// 3 × Max for duration)].
+	After time.Duration
+	// Seed replaces every run's seed when not 0.
+	Seed uint64
+	// NoRamp and NoPhase skip a part of the sweep.
+	NoRamp, NoPhase bool
+}
+
+// Plan is a sweep fully resolved: every run of a scenario file with the
+// ramp and the phase search to make of it. It is plain data; NewPlan makes
+// it, Execute carries it out.
+type Plan struct {
+	// Scenario and Description are the file's name and description.
+	Scenario    string `json:"scenario"`
+	Description string `json:"description,omitempty"`
+	// Key identifies the plan: a digest of the runs' scenarios and
+	// settings. Partial results merge only with partials of the same key.
+	Key string `json:"key"`
+	// Runs are the file's runs, in file order.
+	Runs []RunPlan `json:"runs"`
+}
+
+// RunPlan is the sweep of one run of the file.
+type RunPlan struct {
+	// Name of the run, and what it changes in the base scenario (see
+	// sim.RunSpec).
+	Name    string   `json:"name"`
+	Changes []string `json:"changes,omitempty"`
+	// Client whose rate is the load, and its attempt timeout in seconds.
+	Client   string  `json:"client"`
+	TimeoutS float64 `json:"timeout_s"`
+	// Target is the service the client calls; Capacity the estimate of
+	// what it serves, requests/s (0 when unknown; see Capacity).
+	Target   string  `json:"target"`
+	Capacity float64 `json:"capacity"`
+	// Seed of every simulation of the run.
+	Seed uint64 `json:"seed"`
+	// Ramp is nil when the ramp is skipped; Phase when the phase search is.
+	Ramp  *RampPlan  `json:"ramp,omitempty"`
+	Phase *PhasePlan `json:"phase,omitempty"`
+
+	scenario sim.Scenario
+}
+
+// RampPlan is a quasi-static load ramp: From to To and back in steps of
+// Step requests/s, each held for HoldS seconds.
+type RampPlan struct {
+	From  float64 `json:"from"`   // first and last load, requests/s
+	To    float64 `json:"to"`     // the peak, requests/s
+	Step  float64 `json:"step"`   // between loads, requests/s
+	HoldS float64 `json:"hold_s"` // each step's length, seconds
+}
+
+// PhasePlan is the phase search: at each load, the smallest trigger that
+// disturbs the system and the smallest that leaves it metastable.
+type PhasePlan struct {
+	// Loads searched, requests/s, ascending.
+	Loads []float64 `json:"loads"`
+	// Trigger is the scenario's trigger the search grows (its size field
+	// is replaced at each try).
+	Trigger sim.Trigger `json:"trigger"`
+	// Vary is the field grown (VaryDuration, VaryFactor, VaryAdd).
+	Vary string `json:"vary"`
+	// Unit of the sizes: "s", "×" (a load factor) or "" (a probability).
+	Unit string `json:"unit"`
+	// Min, Max: the smallest and largest sizes tried; Resolution: the
+	// step of the grid of sizes the bisection works on.
+	Min        float64 `json:"min"`
+	Max        float64 `json:"max"`
+	Resolution float64 `json:"resolution"`
+	// AfterS: each run lasts until AfterS seconds after the trigger ends.
+	AfterS float64 `json:"after_s"`
+}
+
+// Sizes returns the number of grid steps K: the sizes tried are
+// Min + k × Resolution for k in [0, K], the last one clamped to Max.
+func (p PhasePlan) Sizes() int {
+	return int(math.Ceil((p.Max-p.Min)/p.Resolution - 1e-9))
+}
+
+// Size returns the k-th size of the grid (see Sizes).
+func (p PhasePlan) Size(k int) float64 {
+	return math.Min(p.Max, roundTo(p.Min+float64(k)*p.Resolution, p.Resolution))
+}
+
+// SizeText writes a trigger size with its unit: "12 s", "2.5×".
+func (p PhasePlan) SizeText(size float64) string {
+	s := trimFloat(size)
+	if p.Unit == "s" {
+		return s + " s"
+	}
+	return s + p.Unit
+}
+
+// Label names the trigger and what grows: "outage of db: duration (s)".
+func (p PhasePlan) Label() string {
+	t := p.Trigger.Kind
+	if p.Trigger.Target != "" {
+		t += " of " + p.Trigger.Target
+	}
+	switch p.Vary {
+	case VaryFactor:
+		if p.Trigger.Kind == "errors" {
+			return t + ": error probability"
+		}
+		return t + ": factor (×)"
+	case VaryAdd:
+		return t + ": added latency (s)"
+	}
+	return t + ": duration (s)"
+}
+
+// NewPlan resolves the sweep of every run of f with the options o.
+func NewPlan(f sim.File, o Options) (Plan, error) {
+	name := f.Base.Name
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
+	}
+	p := Plan{Scenario: name, Description: f.Base.Description}
+	if len(f.Runs) == 0 {
+		return p, errors.New("the file has no runs")
+	}
+	if o.NoRamp && o.NoPhase {
+		return p, errors.New("nothing to do: both the ramp and the phase search are off")
+	}
+	// Every run is swept over the same loads, so that they compare: the
+	// defaults come from the largest capacity of them all.
+	grid := 0.0
+	for _, r := range f.Runs {
+		if ci, err := findClient(r.Scenario, o.Client); err == nil {
+			grid = math.Max(grid, Capacity(r.Scenario, r.Scenario.Clients[ci].Target))
+		}
+	}
+	var errs []error
+	var names []string
+	for _, r := range f.Runs {
+		rp, err := planRun(r, o, grid)
+		if err != nil {
+			errs, names = append(errs, err), append(names, r.Name)
+			continue
+		}
+		p.Runs = append(p.Runs, rp)
+	}
+	if len(errs) > 0 {
+		// The same problem in every run (a bad option) is told once.
+		same := len(errs) == len(f.Runs)
+		for _, err := range errs {
+			same = same && err.Error() == errs[0].Error()
+		}
+		if same {
+			return p, errs[0]
+		}
+		for i := range errs {
+			errs[i] = fmt.Errorf("run %s: %w", names[i], errs[i])
+		}
+		return p, errors.Join(errs...)
+	}
+	p.Key = p.digest()
+	return p, nil
+}
+
+// planRun plans the sweep of one run; grid is the capacity the default
+// loads derive from.
+func planRun(r sim.RunSpec, o Options, grid float64) (RunPlan, error) {
+	s := r.Scenario
+	if o.Seed != 0 {
+		s.Seed = o.Seed
+	}
+	if s.Seed == 0 {
+		s.Seed = 1
+	}
+	if s.Bin == 0 {
+		s.Bin = sim.DefaultBin
+	}
+	ci, err := findClient(s, o.Client)
+	if err != nil {
+		return RunPlan{}, err
+	}
+	c := s.Clients[ci]
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = sim.DefaultTimeout
+	}
+	capacity := Capacity(s, c.Target)
+	rp := RunPlan{Name: r.Name, Changes: r.Changes, Client: c.Name, TimeoutS: timeout.Seconds(),
+		Target: c.Target, Capacity: capacity, Seed: s.Seed, scenario: s}
+	if !o.NoRamp {
+		ramp, err := planRamp(o, grid, timeout, s.Bin)
+		if err != nil {
+			return rp, err
+		}
+		rp.Ramp = &ramp
+	}
+	if !o.NoPhase {
+		ph, err := planPhase(o, s, ci, grid, timeout)
+		if err != nil {
+			return rp, err
+		}
+		rp.Phase = &ph
+	}
+	return rp, nil
+}
+
+// findClient returns the index of the client named name, or of the first
+// client when name is empty; the client must have open-loop arrivals.
+func findClient(s sim.Scenario, name string) (int, error) {
+	i := 0
+	if name != "" {
+		i = slices.IndexFunc(s.Clients, func(c sim.Client) bool { return c.Name == name })
+		if i < 0 {
+			have := make([]string, len(s.Clients))
+			for j, c := range s.Clients {
+				have[j] = c.Name
+			}
+			return 0, fmt.Errorf("no client %q (have %s)", name, strings.Join(have, ", "))
+		}
+	}
+	if len(s.Clients) == 0 {
+		return 0, errors.New("the scenario has no clients")
+	}
+	switch k := s.Clients[i].Arrivals.Kind; k {
+	case "", "poisson", "constant":
+	default:
+		return 0, fmt.Errorf("client %s has %s arrivals: a sweep sets an open-loop rate (poisson or constant)", s.Clients[i].Name, k)
+	}
+	return i, nil
+}
+
+func planRamp(o Options, capacity float64, timeout, bin time.Duration) (RampPlan, error) {
+	from, to, step := o.From, o.To, o.Step
+	if capacity <= 0 && (to == 0 || from == 0) {
+		return RampPlan{}, errors.New("the capacity of the client's target cannot be estimated (no service time): give the ramp (--ramp FROM:TO:STEP)")
+	}
+	if step == 0 {
+		lo, hi := from, to
+		if lo == 0 {
+			lo = 0.25 * capacity
+		}
+		if hi == 0 {
+			hi = 1.25 * capacity
+		}
+		step = niceFloor((hi - lo) / 30)
+	}
+	if from == 0 {
+		from = roundTo(math.Max(step, math.Floor(0.25*capacity/step)*step), step)
+	}
+	if to == 0 {
+		to = roundTo(math.Ceil(1.25*capacity/step)*step, step)
+	}
+	switch {
+	case !(from > 0) || !(to > from) || !(step > 0) || math.IsInf(to, 0):
+		return RampPlan{}, fmt.Errorf("ramp %v:%v:%v: want 0 < from < to and step > 0", from, to, step)
+	case (to-from)/step > 10_000:
+		return RampPlan{}, fmt.Errorf("ramp %v:%v:%v has more than 10000 steps", from, to, step)
+	}
+	hold := o.Hold
+	if hold == 0 {
+		hold = max(20*timeout, 20*bin)
+	}
+	if hold < 2*bin {
+		return RampPlan{}, fmt.Errorf("hold %v is shorter than two bins (%v): a step needs a settled half to measure", hold, 2*bin)
+	}
+	hold = (hold + bin - 1) / bin * bin
+	return RampPlan{From: from, To: to, Step: step, HoldS: hold.Seconds()}, nil
+}
+
+func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time.Duration) (PhasePlan, error) {
+	loads := slices.Clone(o.Loads)
+	if len(loads) == 0 {
+		if capacity <= 0 {
+			return PhasePlan{}, errors.New("the capacity of the client's target cannot be estimated (no service time): give the loads (--loads FROM:TO:STEP)")
+		}
+		step := niceFloor(capacity / 15)
+		for l := math.Ceil(0.25*capacity/step) * step; l <= capacity*(1+1e-9); l += step {
+			loads = append(loads, roundTo(l, step))
+		}
+	}
+	for _, l := range loads {
+		if !(l > 0) || math.IsInf(l, 0) {
+			return PhasePlan{}, fmt.Errorf("load %v: loads must be positive", l)
+		}
+	}
+	slices.Sort(loads)
+	loads = slices.Compact(loads)
+
+	trig := sim.Trigger{Kind: "outage", Target: s.Clients[ci].Target, Mode: "hold",
+		At: max(10*time.Second, 10*timeout), Duration: 10 * time.Second}
+	if len(s.Triggers) > 0 {
+		trig = s.Triggers[0]
+		if trig.Kind == "outage" && trig.Mode == "" {
+			trig.Mode = "hold" // sim's default, said out loud
+		}
+	}
+	ph := PhasePlan{Loads: loads, Trigger: trig, Vary: o.Vary, Max: o.Max, Resolution: o.Resolution}
+	if ph.Vary == "" {
+		ph.Vary = VaryDuration
+	}
+	switch ph.Vary {
+	case VaryDuration:
+		ph.Unit = "s"
+		if ph.Max == 0 {
+			ph.Max = 40
+			if d := trig.Duration.Seconds(); d > 0 {
+				ph.Max = 4 * d
+			}
+		}
+	case VaryAdd:
+		if trig.Kind != "latency" {
+			return ph, fmt.Errorf("vary add grows a latency trigger's added latency; the trigger is %s (vary duration instead)", trig.Kind)
+		}
+		ph.Unit = "s"
+		if ph.Max == 0 {
+			ph.Max = 10 * timeout.Seconds()
+			if a := trig.Add.Seconds(); a > 0 {
+				ph.Max = 4 * a
+			}
+		}
+	case VaryFactor:
+		switch trig.Kind {
+		case "load":
+			ph.Unit, ph.Min = "×", 1
+			if ph.Max == 0 {
+				ph.Max = math.Max(4, 2*trig.Factor)
+			}
+		case "errors":
+			ph.Unit = ""
+			if ph.Max == 0 {
+				ph.Max = 1
+			}
+			if ph.Max > 1 {
+				return ph, fmt.Errorf("max %v: an error probability is at most 1", ph.Max)
+			}
+		default:
+			return ph, fmt.Errorf("vary factor grows a load or errors trigger; the trigger is %s (vary duration instead)", trig.Kind)
+		}
+	default:
+		return ph, fmt.Errorf("vary %q is not one of duration, factor, add", ph.Vary)
+	}
+	if !(ph.Max > ph.Min) || math.IsInf(ph.Max, 0) {
+		return ph, fmt.Errorf("max %v must be above the smallest size %v", ph.Max, ph.Min)
+	}
+	if ph.Resolution == 0 {
+		ph.Resolution = niceFloor((ph.Max - ph.Min) / 256)
+	}
+	if !(ph.Resolution > 0) || (ph.Max-ph.Min)/ph.Resolution > 1<<20 {
+		return ph, fmt.Errorf("resolution %v: want > 0 and at most 2²⁰ steps from %v to %v", ph.Resolution, ph.Min, ph.Max)
+	}
+	after := o.After
+	if after == 0 {
+		after = max(120*time.Second, 60*timeout)
+		if ph.Vary == VaryDuration {
+			after = max(after, time.Duration(3*ph.Max*float64(time.Second)))
+		}
+	}
+	if after <= 0 {
+		return ph, fmt.Errorf("after %v must be positive", after)
+	}
+	ph.AfterS = after.Seconds()
+	return ph, nil
+}
+
+// Capacity estimates the requests per second the service named target can
+// serve when every call succeeds at the first try: workers ÷ the time a
+// worker is held (the mean service time plus, for each downstream call,
+// twice the mean network latency and the callee's own hold time), and no
+// more than any callee can serve; a tick capacity serves PerTick per Tick.
+// It is 0 when it cannot be told (no service time).
+func Capacity(s sim.Scenario, target string) float64 {
+	idx := map[string]int{}
+	for i, v := range s.Services {
+		idx[v.Name] = i
+	}
+	var hold func(i, depth int) (float64, float64) // seconds held, capacity
+	hold = func(i, depth int) (float64, float64) {
+		v := s.Services[i]
+		if depth > len(s.Services) {
+			return 0, 0 // a cycle: Validate rejects it
+		}
+		h := mean(v.ServiceTime)
+		capacity := math.Inf(1)
+		for _, c := range v.Calls {
+			j, ok := idx[c.Service]
+			if !ok {
+				continue
+			}
+			ch, cc := hold(j, depth+1)
+			h += 2*mean(c.Network.Latency) + ch
+			capacity = math.Min(capacity, cc)
+		}
+		if v.Capacity != nil && v.Capacity.Tick > 0 {
+			return h, math.Min(capacity, float64(v.Capacity.PerTick)/v.Capacity.Tick.Seconds())
+		}
+		if h > 0 {
+			capacity = math.Min(capacity, float64(max(v.Workers, 1))/h)
+		}
+		return h, capacity
+	}
+	i, ok := idx[target]
+	if !ok {
+		return 0
+	}
+	_, c := hold(i, 0)
+	if math.IsInf(c, 0) || math.IsNaN(c) {
+		return 0
+	}
+	return c
+}
+
+// mean is the mean of a distribution, seconds.
+func mean(d sim.Dist) float64 {
+	if d.Kind == "uniform" {
+		return (d.Min + d.Max).Seconds() / 2
+	}
+	return d.Mean.Seconds()
+}
+
+// niceFloor returns the largest 1, 2 or 5 × 10ⁿ not above x (x > 0).
+func niceFloor(x float64) float64 {
+	if !(x > 0) || math.IsInf(x, 0) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{5, 2, 1} {
+		if m*p <= x*(1+1e-9) {
+			return m * p
+		}
+	}
+	return p
+}
+
+// roundTo rounds x to a multiple of step's last significant digit, so
+// that sums of steps print as they should (0.1 + 0.2 → 0.3).
+func roundTo(x, step float64) float64 {
+	if !(step > 0) || math.IsInf(step, 0) {
+		return x
+	}
+	// Multiply and divide by exact powers of ten: x × 10ᵉ / 10ᵉ.
+	e := 6 - math.Floor(math.Log10(step))
+	if e >= 0 {
+		m := math.Pow(10, e)
+		return math.Round(x*m) / m
+	}
+	m := math.Pow(10, -e)
+	return math.Round(x/m) * m
+}
+
+// trimFloat writes f with at most 6 significant digits and no trailing
+// zeros.
+func trimFloat(f float64) string {
+	return strings.TrimSuffix(fmt.Sprintf("%.6g", f), ".")
+}
+
+// digest hashes what the results depend on: the runs' scenarios and
+// settings.
+func (p Plan) digest() string {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	for _, r := range p.Runs {
+		// The types are plain data; should one ever fail to encode, its
+		// Go syntax stands in.
+		for _, v := range []any{r, r.scenario} {
+			if err := enc.Encode(v); err != nil {
+				fmt.Fprintf(h, "%#v\n", v)
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
