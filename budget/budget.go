@@ -110,6 +110,16 @@ type Ticket struct {
 // Retry reports whether the ticket belongs to a retry (not a first attempt).
 func (t Ticket) Retry() bool { return t.retry }
 
+// NewTicket returns a retry's ticket that carries data, for budgets built
+// outside this package (a fleet budget, a simulator's model): a cost in
+// milli-tokens, or any other number the issuing budget needs to undo the
+// grant. Only the budget that issued a ticket reads its data.
+func NewTicket(data int32) Ticket { return Ticket{cost: data, retry: true} }
+
+// Data returns the number the issuing budget stored in the ticket (for a
+// [TokenBucket], the charge in milli-tokens).
+func (t Ticket) Data() int32 { return t.cost }
+
 // Unlimited is the budget that always allows retries. Use it to mean "no
 // budget" without a nil check on the hot path. It has no state: the zero value
 // is the only value, it is safe for concurrent use and it costs nothing.

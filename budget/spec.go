@@ -135,9 +135,9 @@ const (
 	defaultMinConcurrency = 3
 )
 
-// withDefaults returns s with the zero fields of its kind set to their
+// WithDefaults returns s with the zero fields of its kind set to their
 // defaults. Fields of other kinds are left alone.
-func (s Spec) withDefaults() Spec {
+func (s Spec) WithDefaults() Spec {
 	switch s.Kind {
 	case KindTokenBucket:
 		s.Capacity = orDefault(s.Capacity, defaultCapacity)
@@ -180,7 +180,7 @@ func (s Spec) Validate() error {
 	if err := s.Kind.check(); err != nil {
 		return err
 	}
-	s = s.withDefaults()
+	s = s.WithDefaults()
 	switch s.Kind {
 	case KindTokenBucket:
 		return checkTokenBucket(s.Capacity, s.RetryCost, s.ThrottleCost, s.TimeoutCost, s.SuccessReward)
@@ -209,7 +209,7 @@ func (s Spec) New() (Budget, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	s = s.withDefaults()
+	s = s.WithDefaults()
 	switch s.Kind {
 	case KindTokenBucket:
 		return NewTokenBucket(s.Capacity, s.RetryCost, s.ThrottleCost, s.TimeoutCost, s.SuccessReward, !s.NoRefund), nil

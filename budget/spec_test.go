@@ -82,7 +82,7 @@ func TestSpecDefaults(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		if got := tt.spec.withDefaults(); got != tt.want {
+		if got := tt.spec.WithDefaults(); got != tt.want {
 			t.Errorf("%+v with defaults = %+v, want %+v", tt.spec, got, tt.want)
 		}
 		if err := tt.spec.Validate(); err != nil {

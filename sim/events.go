@@ -48,6 +48,10 @@ func (w *world) Handle(e *engine.Engine, ev engine.Event) {
 		w.trigger(int(ev.Target), true)
 	case evTriggerOff:
 		w.trigger(int(ev.Target), false)
+	case evFleetSync:
+		w.onFleetSync(int32(ev.Target), ev.A, ev.B)
+	case evFleetGrant:
+		w.onFleetGrant(int32(ev.Target), ev.A, ev.B)
 	}
 }
 
@@ -727,7 +731,10 @@ func (w *world) onBin() {
 			}
 		}
 		c.stats.budget[b] = -1
-		if n > 0 {
+		switch {
+		case c.fleet != nil:
+			c.stats.budget[b] = c.fleet.level()
+		case n > 0:
 			c.stats.budget[b] = sum / float64(n)
 		}
 	}

@@ -322,3 +322,25 @@ func TestAccounting(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetBudget shows the seed's gap (issue: fleet-wide budget): 200
+// processes with a 500-token aws-2026 quota each retry 200 times as much in
+// a storm as the same processes sharing one 500-token quota. Asserted: the
+// fleet spends at most its capacity ÷ the retry cost (500 ÷ 14 → 35 retries),
+// the per-process fleet at least 100× that, and only the fleet recovers.
+func TestFleetBudget(t *testing.T) {
+	f := loadExample(t, "fleet-budget.yaml")
+	per := mustRun(t, runSpec(t, f, "per-process"), "per-process")
+	fleet := mustRun(t, runSpec(t, f, "fleet"), "fleet")
+	pr, fr := per.Clients[0].Total.Retries, fleet.Clients[0].Total.Retries
+	t.Logf("retries: per-process budgets %d, fleet budget %d; verdicts %s, %s", pr, fr, per.Verdict, fleet.Verdict)
+	if fr > 500/14 {
+		t.Errorf("the fleet made %d retries, more than its 500-token quota pays for (35)", fr)
+	}
+	if pr < 100*max(fr, 1) {
+		t.Errorf("per-process budgets made %d retries, want ≥ 100 × the fleet's %d", pr, fr)
+	}
+	if per.Verdict != "metastable" || fleet.Verdict != "recovered" {
+		t.Errorf("verdicts: per-process %s, fleet %s; want metastable and recovered", per.Verdict, fleet.Verdict)
+	}
+}

@@ -56,6 +56,9 @@ type Client struct {
 	PropagateDeadline bool `yaml:"propagate_deadline,omitempty" json:"propagate_deadline,omitempty"`
 	// Processes sharing the arrivals, each with its own retrier and budget [1].
 	Processes int `yaml:"processes,omitempty" json:"processes,omitempty"`
+	// Fleet, when set, makes the processes share one budget (see FleetSpec)
+	// instead of one budget each.
+	Fleet *FleetSpec `yaml:"fleet,omitempty" json:"fleet,omitempty"`
 	// Network between this client and its target.
 	Network Network `yaml:"network,omitempty" json:"network"`
 }
@@ -348,6 +351,11 @@ func (s Scenario) Validate() error {
 		}
 		if err := c.Network.Latency.validate(); err != nil {
 			bad("%s: network.latency: %v", where, err)
+		}
+		if c.Fleet != nil {
+			if err := c.Fleet.validate(c.Policy.Budget); err != nil {
+				bad("%s: %v", where, err)
+			}
 		}
 	}
 	for i, v := range s.Services {

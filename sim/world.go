@@ -27,6 +27,8 @@ const (
 	evBin                           // end of a statistics bin
 	evTriggerOn                     // Target: trigger
 	evTriggerOff                    // Target: trigger
+	evFleetSync                     // Target: client, A: process, B: rewards (milli-tokens); reaches the fleet's store
+	evFleetGrant                    // Target: client, A: process, B: grant (milli-tokens); reaches the process
 )
 
 // Reply codes carried by evReply.
@@ -106,7 +108,8 @@ type client struct {
 	edge     int32
 	rng      engine.Rand
 	nextProc int32
-	load     float64 // product of active load triggers
+	load     float64    // product of active load triggers
+	fleet    *fleetPool // the shared budget, when the processes share one
 	stats    clientStats
 }
 
@@ -232,8 +235,15 @@ func newWorld(sc Scenario) (*world, error) {
 		c.spec = spec
 		c.load = 1
 		c.rng = engine.Stream(sc.Seed, streamID("client", spec.Name, "arrivals"))
+		var shared []budget.Budget
+		if spec.Fleet != nil {
+			c.fleet = newFleet(w, int32(i), spec.Processes, spec.Policy.Budget, *spec.Fleet)
+			for _, l := range c.fleet.procs {
+				shared = append(shared, l)
+			}
+		}
 		e, err := w.newEdge(spec.Name, int32(i), noID, svcIdx[spec.Target], spec.Policy.Policy, spec.Processes,
-			spec.Timeout, spec.Deadline, spec.PropagateDeadline, spec.Network.Latency)
+			spec.Timeout, spec.Deadline, spec.PropagateDeadline, spec.Network.Latency, shared...)
 		if err != nil {
 			return nil, fmt.Errorf("client %s: %w", spec.Name, err)
 		}
@@ -246,10 +256,16 @@ func newWorld(sc Scenario) (*world, error) {
 	return w, nil
 }
 
-func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, procs int, timeout, deadline time.Duration, propagate bool, lat Dist) (int32, error) {
+// newEdge builds an edge; budgets, if given, are the processes' budgets
+// (a fleet's leases) instead of one built from the policy each.
+func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, procs int, timeout, deadline time.Duration, propagate bool, lat Dist, budgets ...budget.Budget) (int32, error) {
 	e := edge{name: name, client: cl, from: from, target: target, timeout: timeout, deadline: deadline, propagate: propagate, latency: lat}
-	for range procs {
-		r, err := retry.New(p)
+	for i := range procs {
+		var opts []retry.Option
+		if i < len(budgets) {
+			opts = append(opts, retry.WithBudget(budgets[i]))
+		}
+		r, err := retry.New(p, opts...)
 		if err != nil {
 			return 0, err
 		}
