@@ -232,9 +232,16 @@ func (w *world) transmit(ai int32, e *edge, reply bool, code int) {
 		a.srvDone = true // no server side: the refusal is the network's
 		return
 	}
-	lat := e.latency.sample(&e.rng) + v.addLat
-	if reply {
-		lat = e.latency.sample(&e.rng)
+	lat := e.latency.sample(&e.rng)
+	if !reply {
+		lat += v.addLat
+	}
+	if lat == 0 {
+		// No time passes on the wire: the message arrives in this same
+		// event, as a call in the same process would, instead of
+		// after every other event already due now.
+		w.Handle(&w.eng, ev)
+		return
 	}
 	w.eng.After(lat, ev)
 }
