@@ -44,11 +44,13 @@
 // service, RESOURCE_EXHAUSTED for a throttled client, DEADLINE_EXCEEDED for
 // work dropped because its deadline passed.
 //
-// # Reuse of the HTTP server's admission code
+// # One admission gate for HTTP and gRPC
 //
-// [Server] reports in httpx's vocabulary ([ServerStats] is httpx.ServerStats,
-// so one metrics collector serves both) and mirrors httpx.Server's
-// behaviour step for step. Its admission core (limiter, queue, waiters,
-// expiry timer) is an unexported copy of httpx.Server's, written so that
-// both servers can share it once it moves to a package of its own.
+// [Server] and httpx.Server are two shells over one [admit.Gate]: the same
+// deadline bounds, queue, limit, kill switch, counters and release rules,
+// written once in package admit, which knows neither net/http nor gRPC.
+// This package only reads a call's metadata into an [admit.Request] and
+// turns the gate's answers into status codes and trailers. Both servers
+// report in [admit.Stats] ([ServerStats] is that type), so one metrics
+// collector serves both.
 package grpcx

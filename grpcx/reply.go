@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"stormguard/admit"
 	"stormguard/retry"
 	"stormguard/wire"
 )
@@ -26,33 +27,33 @@ var (
 	errService   = status.Error(codes.Unavailable, "grpcx: overloaded: the service is out of capacity; do not retry")
 	errThrottled = status.Error(codes.ResourceExhausted, "grpcx: too many calls from this client; retry after the delay")
 	errExpired   = status.Error(codes.DeadlineExceeded, "grpcx: deadline exceeded before the call started")
+	errCanceled  = status.Error(codes.Canceled, "grpcx: call abandoned by its client while queued")
 )
 
-// refuse counts a call shed for reason and returns its error, having set
-// its trailer: RESOURCE_EXHAUSTED with a pushback for a throttled client;
-// UNAVAILABLE with the service signal for the kill switch or when the
-// service is saturated; else UNAVAILABLE with the instance signal and a
-// pushback.
-func (s *Server) refuse(setTrailer func(metadata.MD), reason ShedReason) error {
-	s.c.shed[reason].Add(1)
-	switch {
-	case reason == ShedThrottled:
+// refuse returns the error of a call the gate did not admit, as its answer
+// says, having set its trailer: RESOURCE_EXHAUSTED with a pushback for a
+// throttled client; UNAVAILABLE with the service signal when the whole
+// service is overloaded (the kill switch, or ServiceSaturated); UNAVAILABLE
+// with the instance signal and a pushback for an overloaded instance;
+// DEADLINE_EXCEEDED, which no signal accompanies, for a call whose deadline
+// passed before it started; CANCELLED, which nobody receives, for a call
+// whose client left while it waited.
+func (s *Server) refuse(setTrailer func(metadata.MD), a admit.Answer) error {
+	switch a {
+	case admit.Throttled:
 		setTrailer(s.mdThrottled)
 		return errThrottled
-	case reason == ShedKillSwitch || s.saturated != nil && s.saturated():
+	case admit.ServiceOverloaded:
 		setTrailer(mdService)
 		return errService
-	default:
+	case admit.InstanceOverloaded:
 		setTrailer(s.mdInstance)
 		return errInstance
+	case admit.Expired:
+		return errExpired
+	default: // admit.Canceled
+		return errCanceled
 	}
-}
-
-// expire counts a call dropped because its deadline passed before it
-// started and returns its error, which no signal accompanies.
-func (s *Server) expire() error {
-	s.c.expired.Add(1)
-	return errExpired
 }
 
 // exhausted reports whether err says that retrying already stopped below:

@@ -2,11 +2,7 @@ package grpcx
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -14,19 +10,19 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"stormguard/deadline"
-	"stormguard/httpx"
+	"stormguard/admit"
 	"stormguard/killswitch"
 	"stormguard/limit"
 	"stormguard/shed"
 	"stormguard/wire"
 )
 
-// ServerConfig describes a [Server]. It has the fields of
-// httpx.ServerConfig, with the same meaning and the same configuration
-// names, so one YAML block configures either; only the runtime hooks differ.
-// The first fields are plain data (a zero field takes the default in
-// brackets); the last ones are runtime parts that only code can supply.
+// ServerConfig describes a [Server]. Its fields but ThrottleClient are
+// those of [admit.Config] (and of httpx.ServerConfig), with the same meaning
+// and the same configuration names, so one YAML block configures either
+// server; here is what they mean on gRPC. The first fields are plain data
+// (a zero field takes the default in brackets); the last ones are runtime
+// parts that only code can supply.
 type ServerConfig struct {
 	// MaxTimeout bounds the deadline of every call [30s]: a call's context
 	// ends at arrival + min(MaxTimeout, grpc-timeout, stormguard-timeout).
@@ -41,7 +37,8 @@ type ServerConfig struct {
 	MinRemaining time.Duration `json:"min_remaining,omitempty" yaml:"min_remaining,omitempty"`
 	// RetryAfter is the delay suggested, in grpc-retry-pushback-ms, to the
 	// clients of a refusal for an overloaded instance and of a throttled
-	// client [1s]. It is sent in whole milliseconds, rounded up.
+	// client [1s], at most a day. It is sent in whole milliseconds, rounded
+	// up.
 	RetryAfter time.Duration `json:"retry_after,omitempty" yaml:"retry_after,omitempty"`
 	// Limit chooses the concurrency-limit algorithm [vegas]; it is ignored
 	// when Limiter is set.
@@ -51,8 +48,12 @@ type ServerConfig struct {
 	// or by criticality).
 	Queue shed.Config `json:"queue,omitzero" yaml:"queue,omitempty"`
 
-	// Limiter, when set, is used instead of building one from Limit, for
-	// example to share one limit between a gRPC and an HTTP server.
+	// Limiter, when set, is used instead of building one from Limit (to
+	// use an algorithm configured in code, say). Build it with
+	// limit.WithDials to honour the dials' limit override. Do not share it
+	// with another server, gRPC or HTTP: a slot freed elsewhere does not
+	// wake this Server's waiters. Unary and streaming calls share one
+	// Server's limit when both its interceptors are installed.
 	Limiter *limit.Limiter `json:"-" yaml:"-"`
 	// Dials are the runtime kill switches: the shed fraction sheds that
 	// share of calls, chosen at random, with the service signal; the limit
@@ -65,8 +66,8 @@ type ServerConfig struct {
 	// service instead of instance. It must be fast and safe for concurrent
 	// use.
 	ServiceSaturated func() bool `json:"-" yaml:"-"`
-	// ThrottleClient, when set, is asked for every call whether to throttle
-	// its client (a per-client quota, say), with the call's incoming context
+	// ThrottleClient, when set, is asked for every call that the kill
+	// switch and the deadline let through whether to throttle its client (a per-client quota, say), with the call's incoming context
 	// (its metadata and peer) and full method name: if it answers true the
 	// call fails with RESOURCE_EXHAUSTED and a pushback. It must be fast and
 	// safe for concurrent use.
@@ -78,83 +79,58 @@ type ServerConfig struct {
 	OnQueueWait func(wait time.Duration) `json:"-" yaml:"-"`
 }
 
-// Defaults for zero [ServerConfig] fields: those of httpx.
+// Defaults for zero [ServerConfig] fields: admit's.
 const (
-	DefaultMaxTimeout = httpx.DefaultMaxTimeout
-	DefaultRetryAfter = httpx.DefaultRetryAfter
+	DefaultMaxTimeout = admit.DefaultMaxTimeout
+	DefaultRetryAfter = admit.DefaultRetryAfter
 )
 
 // ErrInvalidServerConfig is wrapped by the error [NewServer] and
 // [ServerConfig.Validate] return for an invalid configuration; the message
-// names the field by its configuration name.
-var ErrInvalidServerConfig = errors.New("grpcx: invalid server config")
+// names the field by its configuration name. It is [admit.ErrInvalidConfig]:
+// the configuration is the admission gate's.
+var ErrInvalidServerConfig = admit.ErrInvalidConfig
+
+// gate returns the admission gate's part of c.
+func (c ServerConfig) gate() admit.Config {
+	return admit.Config{MaxTimeout: c.MaxTimeout, MinRemaining: c.MinRemaining, RetryAfter: c.RetryAfter,
+		Limit: c.Limit, Queue: c.Queue, Limiter: c.Limiter, Dials: c.Dials,
+		ServiceSaturated: c.ServiceSaturated, OnQueueWait: c.OnQueueWait}
+}
 
 // WithDefaults returns c with every zero field of its own set to its
 // default (the queue's and the limit's are theirs to fill) and MinRemaining
-// resolved against Queue.MinRemaining.
+// resolved against Queue.MinRemaining, as [admit.Config.WithDefaults] does.
 func (c ServerConfig) WithDefaults() ServerConfig {
-	if c.MaxTimeout == 0 {
-		c.MaxTimeout = DefaultMaxTimeout
-	}
-	if c.RetryAfter == 0 {
-		c.RetryAfter = DefaultRetryAfter
-	}
-	if c.MinRemaining == 0 {
-		c.MinRemaining = c.Queue.MinRemaining
-	}
-	c.Queue.MinRemaining = c.MinRemaining
+	d := c.gate().WithDefaults()
+	c.MaxTimeout, c.MinRemaining, c.RetryAfter, c.Queue = d.MaxTimeout, d.MinRemaining, d.RetryAfter, d.Queue
 	return c
 }
 
 // Validate reports a configuration that [NewServer] cannot use, naming the
-// field. Defaults are applied first, so a zero field is valid.
-func (c ServerConfig) Validate() error {
-	if c.MinRemaining != 0 && c.Queue.MinRemaining != 0 && c.MinRemaining != c.Queue.MinRemaining {
-		return fmt.Errorf("%w: min_remaining %v and queue.min_remaining %v disagree; set one", ErrInvalidServerConfig, c.MinRemaining, c.Queue.MinRemaining)
-	}
-	d := c.WithDefaults()
-	switch {
-	case d.MaxTimeout < 0:
-		return fmt.Errorf("%w: max_timeout %v is negative", ErrInvalidServerConfig, c.MaxTimeout)
-	case d.RetryAfter < 0:
-		return fmt.Errorf("%w: retry_after %v is negative", ErrInvalidServerConfig, c.RetryAfter)
-	case d.RetryAfter > wire.MaxPushback:
-		return fmt.Errorf("%w: retry_after %v is more than %v", ErrInvalidServerConfig, c.RetryAfter, wire.MaxPushback)
-	case d.MinRemaining < 0:
-		return fmt.Errorf("%w: min_remaining %v is negative", ErrInvalidServerConfig, d.MinRemaining)
-	case d.MinRemaining >= d.MaxTimeout:
-		return fmt.Errorf("%w: min_remaining %v is not below max_timeout %v: every call would be dropped", ErrInvalidServerConfig, d.MinRemaining, d.MaxTimeout)
-	}
-	if err := d.Queue.Validate(); err != nil {
-		return fmt.Errorf("%w: queue: %w", ErrInvalidServerConfig, err)
-	}
-	if c.Limiter == nil {
-		if err := c.Limit.Validate(); err != nil {
-			return fmt.Errorf("%w: limit: %w", ErrInvalidServerConfig, err)
-		}
-	}
-	return nil
-}
+// field, as [admit.Config.Validate] does. Defaults are applied first, so a
+// zero field is valid.
+func (c ServerConfig) Validate() error { return c.gate().Validate() }
 
-// ServerStats is a snapshot of a [Server]'s counters. It is the type of
-// httpx.Server's snapshot, so that both servers report in one vocabulary
-// and one metrics collector serves both; on gRPC, "handler returned a
-// status below 500" reads "handler returned a code that maps to an HTTP
-// status below 500", as the [Server] documentation lists.
-type ServerStats = httpx.ServerStats
+// ServerStats is a snapshot of a [Server]'s counters: the admission gate's
+// [admit.Stats], the type httpx.Server reports in too, so that both servers
+// report in one vocabulary and one metrics collector serves both. On gRPC,
+// "a status below 500" reads "a code that maps to an HTTP status below
+// 500", as the [Server] documentation lists.
+type ServerStats = admit.Stats
 
 // ShedReason says why a [Server] refused a call for overload; it indexes
-// [ServerStats].Shed. It is httpx's type.
-type ShedReason = httpx.ShedReason
+// [ServerStats].Shed. It is admit's type.
+type ShedReason = admit.ShedReason
 
-// The shed reasons, as in httpx.
+// The shed reasons: admit's.
 const (
-	ShedQueueFull    = httpx.ShedQueueFull    // UNAVAILABLE, instance
-	ShedEvicted      = httpx.ShedEvicted      // UNAVAILABLE, instance
-	ShedQueueTimeout = httpx.ShedQueueTimeout // UNAVAILABLE, instance
-	ShedKillSwitch   = httpx.ShedKillSwitch   // UNAVAILABLE, service
-	ShedThrottled    = httpx.ShedThrottled    // RESOURCE_EXHAUSTED
-	NumShedReasons   = httpx.NumShedReasons
+	ShedQueueFull    = admit.ShedQueueFull    // UNAVAILABLE, instance
+	ShedEvicted      = admit.ShedEvicted      // UNAVAILABLE, instance
+	ShedQueueTimeout = admit.ShedQueueTimeout // UNAVAILABLE, instance
+	ShedKillSwitch   = admit.ShedKillSwitch   // UNAVAILABLE, service
+	ShedThrottled    = admit.ShedThrottled    // RESOURCE_EXHAUSTED
+	NumShedReasons   = admit.NumShedReasons
 )
 
 // Server is overload control for a gRPC server, the equivalent of
@@ -203,9 +179,12 @@ const (
 //
 // # What the concurrency limit learns, and how calls are counted
 //
-// Each handler holds a [limit.Permit], released, and the call counted in
+// Each handler holds a slot, released, and the call counted in
 // [ServerStats], as
 //
+//	panicked                                    IgnoreAt    Failed, and the panic goes on
+//	returned after the deadline passed          DroppedAt   Wasted
+//	returned after the client went away         IgnoreAt    Wasted
 //	returned in time, OK or a code that maps   SuccessAt   Goodput
 //	to an HTTP status below 500 (INVALID_ARGUMENT,
 //	NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED,
@@ -215,82 +194,46 @@ const (
 //	DEADLINE_EXCEEDED                                       was refused or timed out)
 //	returned in time, another code (UNKNOWN,    IgnoreAt    Failed (a bug says
 //	INTERNAL, UNIMPLEMENTED, DATA_LOSS)                     nothing about load)
-//	returned after the deadline passed          DroppedAt   Wasted
-//	returned after the client went away         IgnoreAt    Wasted
-//	panicked                                    IgnoreAt    Failed, and the panic goes on
 //
-// "In time" means while the call's context was live. Calls refused or
-// dropped before starting hold no permit; each is counted in exactly one of
-// Shed (by reason), Expired or Canceled.
+// (the first line that applies wins). "In time" means before the call's
+// deadline and while its client was there. Calls refused or dropped before
+// starting hold no slot; each is counted in exactly one of Shed (by
+// reason), Expired or Canceled.
 //
-// A Server is safe for concurrent use; no goroutine is started per call and
-// no callback (ServiceSaturated, ThrottleClient, OnQueueWait, the handler)
-// runs under its lock.
+// The Server is the gRPC shell of an [admit.Gate], which decides, as it
+// does for httpx.Server; see there for concurrency. A Server is safe for
+// concurrent use; no goroutine is started per call and no callback
+// (ServiceSaturated, ThrottleClient, OnQueueWait, the handler) runs under a
+// lock.
 type Server struct {
-	maxTimeout   time.Duration
-	minRemaining time.Duration
-	dials        *killswitch.Dials
-	saturated    func() bool
-	throttle     func(context.Context, string) bool
-	onWait       func(time.Duration)
-	gate         *gate
+	gate     *admit.Gate
+	throttle func(context.Context, string) bool
 
-	// Trailers and errors of the refusals, built once. grpc-go copies a
-	// trailer it is given (metadata.Join) and only reads a status.
+	// Trailers of the refusals, built once. grpc-go copies a trailer it is
+	// given (metadata.Join).
 	mdInstance  metadata.MD
 	mdThrottled metadata.MD
-	c           counters
 }
 
-// counters are the Server's metrics, updated with atomics.
-type counters struct {
-	arrived  atomic.Uint64
-	retries  atomic.Uint64
-	running  atomic.Int64
-	goodput  atomic.Uint64
-	failed   atomic.Uint64
-	wasted   atomic.Uint64
-	expired  atomic.Uint64
-	canceled atomic.Uint64
-	shed     [NumShedReasons]atomic.Uint64
-}
-
-// NewServer validates cfg, fills its defaults and builds a Server with an
-// empty queue and, unless cfg.Limiter is set, a fresh [limit.Limiter] from
-// cfg.Limit that honours cfg.Dials.
+// NewServer validates cfg, fills its defaults and builds a Server over a
+// new [admit.Gate]: an empty queue and, unless cfg.Limiter is set, a fresh
+// [limit.Limiter] from cfg.Limit that honours cfg.Dials.
 func NewServer(cfg ServerConfig) (*Server, error) {
-	if err := cfg.Validate(); err != nil {
+	g, err := admit.New(cfg.gate())
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
-	q, err := shed.New[*waiter](cfg.Queue)
-	if err != nil {
-		return nil, fmt.Errorf("%w: queue: %w", ErrInvalidServerConfig, err)
-	}
-	lim := cfg.Limiter
-	if lim == nil {
-		alg, err := cfg.Limit.New()
-		if err != nil {
-			return nil, fmt.Errorf("%w: limit: %w", ErrInvalidServerConfig, err)
-		}
-		lim = limit.NewLimiter(alg, limit.WithDials(cfg.Dials))
-	}
-	ms := strconv.FormatInt(int64((cfg.RetryAfter+time.Millisecond-1)/time.Millisecond), 10)
+	ms := strconv.FormatInt(int64((cfg.WithDefaults().RetryAfter+time.Millisecond-1)/time.Millisecond), 10)
 	return &Server{
-		maxTimeout:   cfg.MaxTimeout,
-		minRemaining: cfg.MinRemaining,
-		dials:        cfg.Dials,
-		saturated:    cfg.ServiceSaturated,
-		throttle:     cfg.ThrottleClient,
-		onWait:       cfg.OnQueueWait,
-		gate:         newGate(lim, q),
-		mdInstance:   metadata.MD{keyOverload: {wire.OverloadInstance.String()}, wire.KeyGRPCRetryPushback: {ms}},
-		mdThrottled:  metadata.MD{wire.KeyGRPCRetryPushback: {ms}},
+		gate:        g,
+		throttle:    cfg.ThrottleClient,
+		mdInstance:  metadata.MD{keyOverload: {wire.OverloadInstance.String()}, wire.KeyGRPCRetryPushback: {ms}},
+		mdThrottled: metadata.MD{wire.KeyGRPCRetryPushback: {ms}},
 	}, nil
 }
 
 // Limiter returns the concurrency limiter the server admits calls with.
-func (s *Server) Limiter() *limit.Limiter { return s.gate.lim }
+func (s *Server) Limiter() *limit.Limiter { return s.gate.Limiter() }
 
 // UnaryServerInterceptor returns the interceptor that puts unary calls
 // through the server's overload control.
@@ -340,60 +283,32 @@ func (s *serverStream) Context() context.Context { return s.ctx }
 // handle takes a call through the steps of the Server documentation and
 // runs it with run if it is admitted.
 func (s *Server) handle(ctx context.Context, method string, setTrailer func(metadata.MD), run func(context.Context) error) error {
-	s.c.arrived.Add(1)
 	md, _ := metadata.FromIncomingContext(ctx)
-	attempt := attemptOf(md)
-	if attempt > 1 {
-		s.c.retries.Add(1)
+	req := requestOf(md)
+	if s.throttle != nil {
+		req.Throttle = func() bool { return s.throttle(ctx, method) }
 	}
-	if s.dials != nil {
-		if ppm := s.dials.ShedPPM(); ppm > 0 && rand.Uint32N(1_000_000) < ppm {
-			return s.refuse(setTrailer, ShedKillSwitch)
-		}
+	t, d := s.gate.Admit(ctx, time.Now(), req)
+	if !d.Admitted() {
+		return s.refuse(setTrailer, d.Answer)
 	}
+	return serve(ctx, run, t, setTrailer)
+}
 
-	now := time.Now()
-	budget := s.maxTimeout
+// requestOf reads a call's signals from its metadata: the attempt number
+// (stormguard-attempt, else grpc-previous-rpc-attempts + 1, else 1), the
+// caller's timeout (stormguard-timeout; grpc-timeout is the context's
+// deadline) and the criticality (stormguard-criticality). A malformed value
+// counts as absent.
+func requestOf(md metadata.MD) admit.Request {
+	req := admit.Request{Attempt: attemptOf(md), Criticality: wire.DefaultCriticality}
 	if v := md[keyTimeout]; len(v) > 0 {
-		if d, ok := wire.ParseTimeout(v[0]); ok && d < budget { // malformed: ignored
-			budget = d
-		}
+		req.Timeout, req.HasTimeout = wire.ParseTimeout(v[0])
 	}
-	dl := now.Add(budget)
-	if pdl, ok := ctx.Deadline(); ok && pdl.Before(dl) {
-		dl = pdl
-	}
-	if !now.Before(dl.Add(-s.minRemaining)) {
-		return s.expire()
-	}
-	if s.throttle != nil && s.throttle(ctx, method) {
-		return s.refuse(setTrailer, ShedThrottled)
-	}
-	crit := wire.DefaultCriticality
 	if v := md[keyCriticality]; len(v) > 0 {
-		crit, _ = wire.ParseCriticality(v[0]) // malformed: the default
+		req.Criticality, _ = wire.ParseCriticality(v[0]) // malformed: the default
 	}
-
-	a := s.gate.admit(ctx, now, attempt, crit, dl)
-	if !a.ok {
-		switch a.why {
-		case shed.None: // the client left while the call waited
-			s.c.canceled.Add(1)
-			return status.Error(codes.Canceled, "grpcx: call abandoned by its client while queued")
-		case shed.Expired:
-			return s.expire()
-		case shed.Evicted:
-			return s.refuse(setTrailer, ShedEvicted)
-		case shed.QueueTimeout:
-			return s.refuse(setTrailer, ShedQueueTimeout)
-		default: // shed.QueueFull
-			return s.refuse(setTrailer, ShedQueueFull)
-		}
-	}
-	if s.onWait != nil {
-		s.onWait(a.waited)
-	}
-	return s.serve(ctx, run, a.permit, dl, attempt, crit, setTrailer)
+	return req
 }
 
 // attemptOf reads a call's attempt number: stormguard-attempt, else
@@ -414,21 +329,13 @@ func attemptOf(md metadata.MD) int {
 }
 
 // serve runs the handler under the call's deadline and signals, then
-// accounts for it and releases its permit.
-func (s *Server) serve(ctx context.Context, run func(context.Context) error, p limit.Permit, dl time.Time, attempt int, crit wire.Criticality, setTrailer func(metadata.MD)) (err error) {
-	hctx := ctx
-	var cancel context.CancelFunc
-	if pdl, ok := ctx.Deadline(); !ok || dl.Before(pdl) {
-		hctx, cancel = context.WithDeadline(ctx, dl)
-	}
-	hctx = deadline.WithCriticality(deadline.WithAttempt(hctx, attempt), crit)
-	s.c.running.Add(1)
+// releases its ticket with the handler's outcome.
+func serve(ctx context.Context, run func(context.Context) error, t admit.Ticket, setTrailer func(metadata.MD)) (err error) {
+	hctx, cancel := t.Bind(ctx)
 	returned := false
 	defer func() {
-		s.finish(hctx, p, err, !returned)
-		if cancel != nil {
-			cancel()
-		}
+		t.Release(ctx, time.Now(), handlerOutcome(err, !returned))
+		cancel()
 	}()
 	err = run(hctx)
 	returned = true
@@ -438,56 +345,25 @@ func (s *Server) serve(ctx context.Context, run func(context.Context) error, p l
 	return err
 }
 
-// finish accounts for a handler that returned (or panicked) and releases
-// its permit, as the Server documentation's table says.
-func (s *Server) finish(hctx context.Context, p limit.Permit, err error, panicked bool) {
-	s.c.running.Add(-1)
-	kind := releaseSuccess
-	switch cerr := hctx.Err(); {
-	case panicked:
-		s.c.failed.Add(1)
-		kind = releaseIgnore
-	case cerr == context.DeadlineExceeded:
-		s.c.wasted.Add(1)
-		kind = releaseDropped
-	case cerr != nil: // the client went away
-		s.c.wasted.Add(1)
-		kind = releaseIgnore
-	default:
-		switch status.Code(err) {
-		case codes.OK, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
-			codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition,
-			codes.Aborted, codes.OutOfRange, codes.ResourceExhausted, codes.Canceled:
-			s.c.goodput.Add(1)
-		case codes.Unavailable, codes.DeadlineExceeded:
-			s.c.failed.Add(1)
-			kind = releaseDropped
-		default:
-			s.c.failed.Add(1)
-			kind = releaseIgnore
-		}
+// handlerOutcome tells how a handler ended from its error, as the Server
+// documentation's table says.
+func handlerOutcome(err error, panicked bool) admit.Outcome {
+	if panicked {
+		return admit.Panicked
 	}
-	s.gate.release(p, kind)
+	switch status.Code(err) {
+	case codes.OK, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+		codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition,
+		codes.Aborted, codes.OutOfRange, codes.ResourceExhausted, codes.Canceled:
+		return admit.Succeeded
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return admit.FailedOverload
+	default:
+		return admit.Failed
+	}
 }
 
 // Stats returns a snapshot of the server's counters. The counters are read
 // one by one, so a snapshot taken while calls run may be off by the calls
 // in progress.
-func (s *Server) Stats() ServerStats {
-	st := ServerStats{
-		Arrived:  s.c.arrived.Load(),
-		Retries:  s.c.retries.Load(),
-		InFlight: int(s.c.running.Load()),
-		Limit:    s.gate.lim.Limit(),
-		Goodput:  s.c.goodput.Load(),
-		Failed:   s.c.failed.Load(),
-		Wasted:   s.c.wasted.Load(),
-		Expired:  s.c.expired.Load(),
-		Canceled: s.c.canceled.Load(),
-	}
-	for i := range st.Shed {
-		st.Shed[i] = s.c.shed[i].Load()
-	}
-	st.Queued, st.Queue = s.gate.stats()
-	return st
-}
+func (s *Server) Stats() ServerStats { return s.gate.Stats() }

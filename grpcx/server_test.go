@@ -3,6 +3,7 @@ package grpcx_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -14,7 +15,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"stormguard/admit"
 	"stormguard/grpcx"
+	"stormguard/httpx"
 	"stormguard/internal/leakcheck"
 	"stormguard/killswitch"
 	"stormguard/limit"
@@ -331,6 +334,29 @@ func TestServerConfigValidate(t *testing.T) {
 	} {
 		if _, err := grpcx.NewServer(cfg); !errors.Is(err, grpcx.ErrInvalidServerConfig) {
 			t.Errorf("NewServer(%+v) = %v, want ErrInvalidServerConfig", cfg, err)
+		}
+	}
+}
+
+// Both servers' configurations have admit.Config's fields, with the same
+// names, types and configuration names, so that one YAML block configures
+// either and nothing is lost on the way to the gate; only ThrottleClient,
+// whose type is the transport's, is their own.
+func TestServerConfigsMirrorAdmit(t *testing.T) {
+	gate := reflect.TypeFor[admit.Config]()
+	for _, shell := range []reflect.Type{reflect.TypeFor[grpcx.ServerConfig](), reflect.TypeFor[httpx.ServerConfig]()} {
+		var own []string
+		for f := range shell.Fields() {
+			g, ok := gate.FieldByName(f.Name)
+			switch {
+			case !ok:
+				own = append(own, f.Name)
+			case g.Type != f.Type || g.Tag != f.Tag:
+				t.Errorf("%v.%s is %v `%s`; admit.Config's is %v `%s`", shell, f.Name, f.Type, f.Tag, g.Type, g.Tag)
+			}
+		}
+		if shell.NumField()-len(own) != gate.NumField() || !slices.Equal(own, []string{"ThrottleClient"}) {
+			t.Errorf("%v has %d fields, its own %v; want admit.Config's %d and ThrottleClient", shell, shell.NumField(), own, gate.NumField())
 		}
 	}
 }

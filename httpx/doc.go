@@ -39,8 +39,9 @@
 //
 // # Server
 //
-// [Server] wraps an http.Handler with overload control, built on the same
-// cores the simulator drives ([shed.Queue], [limit.Limiter]):
+// [Server] wraps an http.Handler with overload control. It is the HTTP
+// shell of an [admit.Gate] (grpcx.Server is the gRPC one), built on the
+// same cores the simulator drives ([shed.Queue], [limit.Limiter]):
 //
 //   - the request's deadline becomes min(the server's MaxTimeout,
 //     Stormguard-Timeout): a caller can never extend the server's maximum;
@@ -58,5 +59,6 @@
 //     client.
 //
 // [Server.Stats] counts arrivals, goodput, wasted work, shed by reason and
-// expired-dropped work in the vocabulary of the rest of stormguard.
+// expired-dropped work in the vocabulary of the rest of stormguard
+// ([admit.Stats]).
 package httpx

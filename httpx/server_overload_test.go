@@ -93,8 +93,13 @@ func TestServerOverloadServesFirstTries(t *testing.T) {
 	}
 	firstRate, retryRate := float64(ok[0])/float64(n[0]), float64(ok[1])/float64(n[1])
 	t.Logf("first tries: %d/%d served (%.0f%%); retries: %d/%d served (%.0f%%)", ok[0], n[0], 100*firstRate, ok[1], n[1], 100*retryRate)
-	if firstRate < 0.5 || retryRate > firstRate/3 {
-		t.Errorf("first tries served %.0f%%, retries %.0f%%; want ≥ 50%% and at least 3 times the retries' rate", 100*firstRate, 100*retryRate)
+	// The priority is the property: first tries served at least 3 times as
+	// often as retries. The absolute share depends on the CPU this wall-clock
+	// test gets (under -race, beside other packages' tests, 2× overload can
+	// become much more), so its floor is low; the exact figure is asserted
+	// in virtual time by shed's and admit's tests (≥ 95 %).
+	if firstRate < 0.25 || retryRate > firstRate/3 {
+		t.Errorf("first tries served %.0f%%, retries %.0f%%; want ≥ 25%% and at least 3 times the retries' rate", 100*firstRate, 100*retryRate)
 	}
 	st := gs.sg.Stats()
 	t.Logf("stats: goodput %d, shed %v, queue: first tries shed %d, retries shed %d",
@@ -120,8 +125,10 @@ func TestServerTransportBacksOff(t *testing.T) {
 		Backoff:     backoff.Policy{Kind: backoff.Constant, Base: 5 * time.Millisecond},
 		// Retry-After: 1 is clamped to backoff + 100 ms, to keep the test short.
 		Pushback: retry.Pushback{MaxExtra: 100 * time.Millisecond},
-		// 10 %: a retry costs 10 tokens of 100, a first-try success earns 1.
-		Budget: budget.Spec{Kind: budget.KindTokenBucket, Capacity: 100, RetryCost: 10, SuccessReward: 1},
+		// 10 %: a retry costs 10 tokens of 100, a first-try success earns 1,
+		// no refunds: 10 × retries ≤ 100 + first-try successes (≤ 40), so
+		// at most 14 retries, whatever the timing.
+		Budget: budget.Spec{Kind: budget.KindTokenBucket, Capacity: 100, RetryCost: 10, SuccessReward: 1, NoRefund: true},
 	}
 	const requests = 40
 	tests := []struct {
@@ -132,7 +139,7 @@ func TestServerTransportBacksOff(t *testing.T) {
 		minDelay    time.Duration
 	}{
 		{"naive", naive, 2 * requests, 3 * requests, 0},
-		{"stormguard", polite, requests, requests + 10, 100 * time.Millisecond},
+		{"stormguard", polite, requests, requests + (100+requests)/10, 100 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"net"
 	"net/http"
 
+	"stormguard/admit"
 	"stormguard/retry"
-	"stormguard/shed"
 	"stormguard/wire"
 )
 
@@ -62,40 +62,23 @@ func reply(w http.ResponseWriter, code int, overload, retryAfter []string, body 
 	_, _ = w.Write(body)
 }
 
-// refuse counts and answers a request shed for reason: 429 with
-// Retry-After for a throttled client; 503 with the service signal and no
-// Retry-After for the kill switch or when the service is saturated; else
-// 503 with the instance signal and Retry-After.
-func (s *Server) refuse(w http.ResponseWriter, reason ShedReason) {
-	s.c.shed[reason].Add(1)
-	switch {
-	case reason == ShedThrottled:
+// refuse answers a request the gate did not admit, as its answer says:
+// 429 with Retry-After for a throttled client; 503 with the service signal
+// and no Retry-After when the whole service is overloaded (the kill switch,
+// or ServiceSaturated); 503 with the instance signal and Retry-After for an
+// overloaded instance; a plain 504, which no signal accompanies, for a
+// request whose deadline passed before it started. A client that left
+// while its request waited gets nothing: it is gone.
+func (s *Server) refuse(w http.ResponseWriter, a admit.Answer) {
+	switch a {
+	case admit.Throttled:
 		reply(w, http.StatusTooManyRequests, nil, s.retryAfter, bodyThrottled)
-	case reason == ShedKillSwitch || s.saturated != nil && s.saturated():
+	case admit.ServiceOverloaded:
 		reply(w, http.StatusServiceUnavailable, hdrService, nil, bodyService)
-	default:
+	case admit.InstanceOverloaded:
 		reply(w, http.StatusServiceUnavailable, hdrInstance, s.retryAfter, bodyInstance)
-	}
-}
-
-// expire counts and answers a request dropped because its deadline passed
-// before it started: a plain 504, which no signal accompanies.
-func (s *Server) expire(w http.ResponseWriter) {
-	s.c.expired.Add(1)
-	reply(w, http.StatusGatewayTimeout, nil, nil, bodyExpired)
-}
-
-// drop answers a request the queue refused or gave up, for why.
-func (s *Server) drop(w http.ResponseWriter, why shed.Reason) {
-	switch why {
-	case shed.Expired:
-		s.expire(w)
-	case shed.Evicted:
-		s.refuse(w, ShedEvicted)
-	case shed.QueueTimeout:
-		s.refuse(w, ShedQueueTimeout)
-	default: // shed.QueueFull
-		s.refuse(w, ShedQueueFull)
+	case admit.Expired:
+		reply(w, http.StatusGatewayTimeout, nil, nil, bodyExpired)
 	}
 }
 

@@ -751,3 +751,35 @@ func TestShedReasonString(t *testing.T) {
 		t.Errorf("ShedReason(99) = %q", got)
 	}
 }
+
+// OnQueueWait is told each admitted request's wait: 0 when admitted at
+// once, the time queued otherwise.
+func TestServerOnQueueWait(t *testing.T) {
+	leakcheck.Check(t)
+	var mu sync.Mutex
+	var waits []time.Duration
+	g, ran := newGate(), new(names)
+	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(1), OnQueueWait: func(d time.Duration) {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+	}}, queueHandler(g, ran))
+	c := plainClient(t, 2)
+	defer g.open()
+	wait := blockSlots(t, gs, c, 1)
+	queued := inBackground(c, context.Background(), gs.URL, map[string]string{"X-Name": "queued"})
+	if !eventually(func() bool { return gs.sg.Stats().Queued == 1 }) {
+		t.Fatal("not queued")
+	}
+	time.Sleep(20 * time.Millisecond)
+	g.open()
+	wait()
+	if a := <-queued; a.status != 200 {
+		t.Errorf("queued request: %d (%v); want 200", a.status, a.err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waits) != 2 || waits[0] != 0 || waits[1] < 20*time.Millisecond {
+		t.Errorf("waits %v; want [0, ≥ 20ms]", waits)
+	}
+}

@@ -8,8 +8,9 @@
 //
 //	client   retry.Hooks                    RetryHooks(reg, labels), installed with retry.WithHooks
 //	         the retry budget's level       RegisterBudget(reg, labels, r.Budget())
-//	server   the servers' Stats snapshots   RegisterServer(reg, labels, srv.Stats) (httpx.Server, grpcx.Server)
-//	         time spent queued              QueueWait(reg, labels), as grpcx.ServerConfig.OnQueueWait
+//	server   the servers' Stats snapshots   RegisterServer(reg, labels, srv.Stats) (httpx.Server, grpcx.Server:
+//	                                        both report in admit.Stats)
+//	         time spent queued              QueueWait(reg, labels), as the servers' ServerConfig.OnQueueWait
 //
 // Nothing costs anything when no collector is registered: a retrier built
 // without hooks does not even test for them on its hot path, and the

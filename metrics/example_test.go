@@ -30,7 +30,7 @@ func Example() {
 	payments := metrics.Labels{Target: "payments"}
 	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return dropTime(a) }}))
 	p, _ := retry.Preset("stormguard")
-	r := retry.MustNew(p, retry.WithHooks(metrics.JoinHooks(
+	r := retry.MustNew(p, retry.WithHooks(retry.JoinHooks(
 		metrics.RetryHooks(reg, payments),
 		metrics.LogHooks(log),
 	)))

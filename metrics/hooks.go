@@ -48,7 +48,7 @@ type clientSeries struct {
 // stormguard_goodput_total, stormguard_throughput_total and
 // stormguard_giveups_total of the schema (see the package documentation).
 // Install them with retry.WithHooks; combine them with others with
-// [JoinHooks].
+// retry.JoinHooks.
 //
 // Every series is created at once, at zero. The hooks allocate nothing and
 // cost a few atomic additions per attempt. Several retriers may share one
@@ -125,61 +125,8 @@ func giveUpIndex(reason error) int {
 	return len(giveUpReasons)
 }
 
-// JoinHooks returns hooks that run each of hs's hooks in turn, in order;
-// a nil hook is skipped. Use it to install RetryHooks and LogHooks (or
-// hooks of your own) on one retrier, since retry.WithHooks takes one set.
-// When only one set has a given hook, it is returned as it is, at no extra
-// cost.
-func JoinHooks(hs ...retry.Hooks) retry.Hooks {
-	var (
-		onAttempt []func(int, retry.Class, time.Duration)
-		onRetry   []func(int, time.Duration)
-		onGiveUp  []func(error, int, error)
-	)
-	for _, h := range hs {
-		if h.OnAttempt != nil {
-			onAttempt = append(onAttempt, h.OnAttempt)
-		}
-		if h.OnRetry != nil {
-			onRetry = append(onRetry, h.OnRetry)
-		}
-		if h.OnGiveUp != nil {
-			onGiveUp = append(onGiveUp, h.OnGiveUp)
-		}
-	}
-	var j retry.Hooks
-	switch len(onAttempt) {
-	case 0:
-	case 1:
-		j.OnAttempt = onAttempt[0]
-	default:
-		j.OnAttempt = func(n int, c retry.Class, d time.Duration) {
-			for _, f := range onAttempt {
-				f(n, c, d)
-			}
-		}
-	}
-	switch len(onRetry) {
-	case 0:
-	case 1:
-		j.OnRetry = onRetry[0]
-	default:
-		j.OnRetry = func(n int, d time.Duration) {
-			for _, f := range onRetry {
-				f(n, d)
-			}
-		}
-	}
-	switch len(onGiveUp) {
-	case 0:
-	case 1:
-		j.OnGiveUp = onGiveUp[0]
-	default:
-		j.OnGiveUp = func(reason error, n int, last error) {
-			for _, f := range onGiveUp {
-				f(reason, n, last)
-			}
-		}
-	}
-	return j
-}
+// JoinHooks is [retry.JoinHooks], where it lived first.
+//
+// Deprecated: use retry.JoinHooks, which joins hooks without importing
+// Prometheus.
+func JoinHooks(hs ...retry.Hooks) retry.Hooks { return retry.JoinHooks(hs...) }

@@ -21,7 +21,7 @@ func noWait(t testing.TB, hooks ...retry.Hooks) *retry.Retrier {
 	t.Helper()
 	var opts []retry.Option
 	if len(hooks) > 0 {
-		opts = append(opts, retry.WithHooks(metrics.JoinHooks(hooks...)))
+		opts = append(opts, retry.WithHooks(retry.JoinHooks(hooks...)))
 	}
 	return retry.MustNew(retry.Policy{MaxAttempts: 3, Backoff: backoff.Policy{Kind: backoff.None}}, opts...)
 }

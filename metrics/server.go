@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"stormguard/httpx"
+	"stormguard/admit"
 )
 
 // RegisterServer registers, in reg, a collector that takes one snapshot of
@@ -18,23 +18,24 @@ import (
 // stormguard_in_flight and stormguard_queued (see the package
 // documentation).
 //
-// stats is the server's Stats method: httpx.Server.Stats or
-// grpcx.Server.Stats, which report in the same type. Nothing runs between
+// stats is the server's Stats method: httpx.Server.Stats,
+// grpcx.Server.Stats or admit.Gate.Stats, which all report in
+// [admit.Stats]. Nothing runs between
 // scrapes. It returns the registry's error if reg refuses the collector;
 // registering the same target twice is such an error.
-func RegisterServer(reg prometheus.Registerer, l Labels, stats func() httpx.ServerStats) error {
+func RegisterServer(reg prometheus.Registerer, l Labels, stats func() admit.Stats) error {
 	return reg.Register(newServerCollector(l, stats))
 }
 
 // serverCollector exports a server's Stats snapshot.
 type serverCollector struct {
-	stats func() httpx.ServerStats
+	stats func() admit.Stats
 
 	offered, attempts, retries, goodput, throughput, wasted *prometheus.Desc
 	shed, expired, limit, inFlight, queued                  *prometheus.Desc
 }
 
-func newServerCollector(l Labels, stats func() httpx.ServerStats) *serverCollector {
+func newServerCollector(l Labels, stats func() admit.Stats) *serverCollector {
 	cl := constLabels(sideServer, l)
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, cl)
@@ -84,7 +85,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.attempts, st.Expired, "expired")
 	counter(c.attempts, st.Canceled, "canceled")
 	for r, v := range st.Shed {
-		counter(c.shed, v, httpx.ShedReason(r).String())
+		counter(c.shed, v, admit.ShedReason(r).String())
 	}
 	gauge(c.limit, st.Limit)
 	gauge(c.inFlight, st.InFlight)
@@ -93,7 +94,8 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 
 // QueueWait registers, in reg, the histogram stormguard_queue_wait_seconds
 // for the server side of l.Target and returns the function that observes
-// it, to set as grpcx.ServerConfig.OnQueueWait. Its buckets run from
+// it, to set as the OnQueueWait of httpx.ServerConfig, grpcx.ServerConfig
+// or admit.Config. Its buckets run from
 // 0.5 ms to about 16 s, doubling. It panics, as prometheus.MustRegister
 // does, if reg refuses the histogram; registering the same target twice
 // reuses the histogram registered first.

@@ -1,0 +1,87 @@
+package admit
+
+import (
+	"strconv"
+	"time"
+
+	"stormguard/wire"
+)
+
+// Request is what [Gate.Admit] needs to know of an arriving request, read
+// by the shell from its headers or metadata. The zero Request is a first
+// try of criticality critical that states no timeout.
+type Request struct {
+	// Attempt is the attempt number from the wire: 1 for a first try, 2
+	// for the first retry, and so on. A value below 1 counts as 1.
+	Attempt int
+	// Criticality is the request's criticality from the wire.
+	Criticality wire.Criticality
+	// Timeout is the time the caller says it has left, from the wire
+	// (Stormguard-Timeout, say), when HasTimeout is set. It can shorten the
+	// deadline, never extend it past MaxTimeout; 0 means the deadline has
+	// already passed.
+	Timeout    time.Duration
+	HasTimeout bool
+	// Throttle, when set, is asked, once the kill switch and the deadline
+	// have let the request through, whether to throttle its client (a
+	// per-client quota, say): true refuses it as [Throttled]. It must be
+	// fast and safe for concurrent use.
+	Throttle func() bool
+}
+
+// Answer is what a request is told: go ahead, or the refusal the shell maps
+// to its transport's signals. The zero Answer is [Admitted].
+//
+//	answer               HTTP                                     gRPC
+//	InstanceOverloaded   503, Stormguard-Overload: instance,      UNAVAILABLE, stormguard-overload: instance,
+//	                     Retry-After                              grpc-retry-pushback-ms
+//	ServiceOverloaded    503, Stormguard-Overload: service        UNAVAILABLE, stormguard-overload: service,
+//	                                                              grpc-retry-pushback-ms: -1
+//	Throttled            429, Retry-After                         RESOURCE_EXHAUSTED, grpc-retry-pushback-ms
+//	Expired              504                                      DEADLINE_EXCEEDED
+//	Canceled             nothing (the client has gone)            CANCELLED
+type Answer uint8
+
+// The answers.
+const (
+	// Admitted: run the work, then release its [Ticket].
+	Admitted Answer = iota
+	// InstanceOverloaded: this instance is too busy; the caller may retry
+	// after RetryAfter, elsewhere if it can.
+	InstanceOverloaded
+	// ServiceOverloaded: the whole service is out of capacity (or an
+	// operator sheds with the kill switch); no layer should retry.
+	ServiceOverloaded
+	// Throttled: the caller's client is over its quota; it may retry after
+	// RetryAfter.
+	Throttled
+	// Expired: the request's deadline passed, or left MinRemaining or less,
+	// before it could start. No signal accompanies it.
+	Expired
+	// Canceled: the caller went away while the request waited in the
+	// queue; nobody is there to answer.
+	Canceled
+)
+
+var answerNames = [...]string{"admitted", "instance-overloaded", "service-overloaded", "throttled", "expired", "canceled"}
+
+// String returns the answer's name, such as "instance-overloaded".
+func (a Answer) String() string {
+	if int(a) < len(answerNames) {
+		return answerNames[a]
+	}
+	return "admit.Answer(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Decision is how [Gate.Admit] decided: the answer and, for a request shed
+// (InstanceOverloaded, ServiceOverloaded or Throttled), why. The zero
+// Decision admits.
+type Decision struct {
+	Answer Answer
+	// Reason is why the request was shed; meaningful only when Answer is
+	// InstanceOverloaded, ServiceOverloaded or Throttled.
+	Reason ShedReason
+}
+
+// Admitted reports whether the request was admitted.
+func (d Decision) Admitted() bool { return d.Answer == Admitted }

@@ -1,0 +1,70 @@
+// Package admit is the admission gate of stormguard's servers, free of any
+// transport: it bounds a request's deadline, drops work whose deadline has
+// passed before starting it, runs at most a concurrency limit of requests at
+// once, queues the excess (first tries before retries), and decides what a
+// request it refuses must be told. httpx.Server and grpcx.Server are thin
+// shells over one [Gate]: they read a request's signals from headers or
+// metadata into a [Request], and map a [Decision] to a status code and
+// headers, or a gRPC code and trailers.
+//
+// The gate is built on the deterministic cores ([limit.Limiter],
+// [shed.Queue], [killswitch.Dials]) and adds what production needs around
+// them: a mutex, a channel per waiting request, and one timer for the whole
+// queue. It imports neither net/http nor gRPC.
+//
+// # A request's way through
+//
+// [Gate.Admit] takes a request through these steps, in order; the first that
+// refuses it decides its [Answer]:
+//
+//  1. The kill switch: with probability Dials.ShedFraction it is refused
+//     with [ServiceOverloaded] ([ShedKillSwitch]).
+//  2. Its deadline becomes the earliest of arrival + MaxTimeout,
+//     arrival + the caller's timeout from the wire, if any, and the deadline
+//     of its context. If that leaves MinRemaining or less: [Expired].
+//  3. [Request].Throttle, if set and true: [Throttled] ([ShedThrottled]).
+//  4. If nobody is queued and fewer than the limit are running, it is
+//     admitted at once. Otherwise it waits in the queue, ranked by its
+//     attempt number and criticality. The queue may refuse it or later give
+//     it up (full, evicted by a request it would serve first, timed out by
+//     adaptive LIFO): [InstanceOverloaded], or [ServiceOverloaded] if
+//     Config.ServiceSaturated says the whole service is out of capacity. Its
+//     deadline may pass while it waits: [Expired]. Its context may end:
+//     [Expired] if by its deadline, else [Canceled] (the caller left, and
+//     nobody is there to answer).
+//  5. Admitted: Config.OnQueueWait is told how long it waited, and the
+//     caller gets a [Ticket] that carries the deadline, the attempt number
+//     and the criticality ([Ticket.Bind] puts them in a context), and that
+//     it must release when the work ends.
+//
+// # What the concurrency limit learns, and how requests are counted
+//
+// [Ticket.Release] ends the request's [limit.Permit] and counts the request
+// in [Stats], from the [Outcome] the shell reports and the time the work
+// ended, checked in this order:
+//
+//	the work panicked (Panicked)                  IgnoreAt    Failed, and the panic goes on
+//	it returned after its deadline passed         DroppedAt   Wasted: the work took too long
+//	it returned after its caller went away        IgnoreAt    Wasted: the caller's choice
+//	Succeeded                                     SuccessAt   Goodput: an RTT sample
+//	SucceededUntimed (a hijacked connection)      IgnoreAt    Goodput: its time says nothing
+//	FailedOverload (a downstream call was         DroppedAt   Failed: overload
+//	refused or timed out)
+//	Failed (a bug, an internal error)             IgnoreAt    Failed: says nothing about load
+//
+// so that only requests served normally feed the RTT baseline, and timed out
+// or shed work never does. Requests refused or dropped before starting hold
+// no permit; each is counted in exactly one of Shed (by reason), Expired or
+// Canceled. Every request that reaches the gate ends in exactly one of
+// these ways.
+//
+// # Concurrency
+//
+// A Gate is safe for concurrent use. The queue is guarded by a mutex; each
+// waiting request blocks on a channel of its own, to which exactly one grant
+// is sent under the mutex when it leaves the queue (unless it removes
+// itself); queue timeouts and deadlines are enforced by one time.Timer for
+// the whole queue, whose function takes the mutex itself. No goroutine is
+// started per request, and no callback (ServiceSaturated, OnQueueWait,
+// Throttle) runs under the mutex. The refusal paths allocate nothing.
+package admit

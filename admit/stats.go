@@ -1,0 +1,143 @@
+package admit
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"stormguard/shed"
+)
+
+// ShedReason says why a [Gate] refused a request for overload; it indexes
+// [Stats].Shed.
+type ShedReason uint8
+
+// The shed reasons.
+const (
+	// ShedQueueFull: the limit was reached and the queue was full of
+	// requests it would serve first (InstanceOverloaded).
+	ShedQueueFull ShedReason = iota
+	// ShedEvicted: it waited in the queue and was pushed out by a request
+	// the queue serves first (InstanceOverloaded).
+	ShedEvicted
+	// ShedQueueTimeout: it waited longer than adaptive LIFO allows
+	// (InstanceOverloaded).
+	ShedQueueTimeout
+	// ShedKillSwitch: the dials' shed fraction chose it (ServiceOverloaded).
+	ShedKillSwitch
+	// ShedThrottled: [Request].Throttle throttled its client (Throttled).
+	ShedThrottled
+
+	// NumShedReasons is the number of shed reasons.
+	NumShedReasons = iota
+)
+
+var shedReasonNames = [NumShedReasons]string{"queue-full", "evicted", "queue-timeout", "kill-switch", "throttled"}
+
+// String returns the reason's name, such as "queue-full", as metrics label
+// it.
+func (r ShedReason) String() string {
+	if int(r) < len(shedReasonNames) {
+		return shedReasonNames[r]
+	}
+	return "admit.ShedReason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Stats is a snapshot of a [Gate]'s counters, in the vocabulary of the whole
+// project (offered load, goodput, wasted work, shed, expired); both servers
+// report in it, so one metrics collector serves both. Counters count since
+// [New]; gauges are values now. Every request that arrived ends in exactly
+// one outcome, so once nothing is in flight or queued
+//
+//	Arrived = Goodput + Failed + Wasted + ShedTotal() + Expired + Canceled
+//
+// (while requests are in progress the difference is InFlight, Queued and
+// those in between steps).
+type Stats struct {
+	// Arrived counts the requests that reached the gate (offered load),
+	// Retries those of them with an attempt number above 1.
+	Arrived uint64 `json:"arrived"`
+	Retries uint64 `json:"retries"`
+	// InFlight is the number of requests admitted and not yet released
+	// now, Limit the concurrency limit now and Queued the requests waiting
+	// now.
+	InFlight int `json:"in_flight"`
+	Limit    int `json:"limit"`
+	Queued   int `json:"queued"`
+	// Goodput counts requests that succeeded (on HTTP a status below 500)
+	// while their caller was still waiting.
+	Goodput uint64 `json:"goodput"`
+	// Failed counts requests that failed (on HTTP a status of 500 or more)
+	// while their caller was waiting, or panicked.
+	Failed uint64 `json:"failed"`
+	// Wasted counts requests that ended after their caller had left or
+	// their deadline had passed: work nobody was waiting for.
+	Wasted uint64 `json:"wasted"`
+	// Shed counts refusals for overload by reason, indexed by ShedReason.
+	Shed [NumShedReasons]uint64 `json:"shed"`
+	// Expired counts requests dropped before they started because their
+	// deadline had passed or left MinRemaining or less, on arrival or
+	// while queued.
+	Expired uint64 `json:"expired"`
+	// Canceled counts requests whose caller went away while they waited in
+	// the queue.
+	Canceled uint64 `json:"canceled"`
+	// Queue is the queue's own account, first tries and retries apart.
+	Queue shed.Stats `json:"queue"`
+}
+
+// ShedTotal returns the requests shed for any reason.
+func (st Stats) ShedTotal() uint64 {
+	var n uint64
+	for _, v := range st.Shed {
+		n += v
+	}
+	return n
+}
+
+// Started returns the requests admitted: Goodput + Failed + Wasted +
+// InFlight.
+func (st Stats) Started() uint64 {
+	return st.Goodput + st.Failed + st.Wasted + uint64(max(st.InFlight, 0))
+}
+
+// counters are a Gate's metrics, updated with atomics.
+type counters struct {
+	arrived  atomic.Uint64
+	retries  atomic.Uint64
+	started  atomic.Uint64 // admitted; those in flight are started − goodput − failed − wasted
+	goodput  atomic.Uint64
+	failed   atomic.Uint64
+	wasted   atomic.Uint64
+	expired  atomic.Uint64
+	canceled atomic.Uint64
+	shed     [NumShedReasons]atomic.Uint64
+}
+
+// Stats returns a snapshot of the gate's counters. The counters are read
+// one by one, so a snapshot taken while requests run may be off by the
+// requests in progress.
+func (g *Gate) Stats() Stats {
+	// Outcomes are read before the starts, and the starts before the
+	// arrivals, so that a request that moves on meanwhile is never counted
+	// as ended but not started, or started but not arrived.
+	st := Stats{
+		Goodput:  g.c.goodput.Load(),
+		Failed:   g.c.failed.Load(),
+		Wasted:   g.c.wasted.Load(),
+		Expired:  g.c.expired.Load(),
+		Canceled: g.c.canceled.Load(),
+	}
+	for i := range st.Shed {
+		st.Shed[i] = g.c.shed[i].Load()
+	}
+	started := g.c.started.Load()
+	st.InFlight = int(started - st.Goodput - st.Failed - st.Wasted)
+	st.Limit = g.lim.Limit()
+	st.Retries = g.c.retries.Load()
+	st.Arrived = g.c.arrived.Load()
+	g.mu.Lock()
+	st.Queued = g.q.Len()
+	st.Queue = g.q.Stats()
+	g.mu.Unlock()
+	return st
+}

@@ -1,0 +1,104 @@
+package admit
+
+import (
+	"context"
+	"time"
+
+	"stormguard/deadline"
+	"stormguard/limit"
+	"stormguard/wire"
+)
+
+// Ticket is an admitted request's hold on a [Gate]'s slot, and what the gate
+// decided about it: its deadline, attempt number and criticality. Release it
+// with [Ticket.Release] exactly once, when the work ends; releasing one twice
+// corrupts the counts. The zero Ticket (of a refused request) holds nothing
+// and releasing it does nothing.
+//
+// A Ticket is a small value; pass it by value. It is meant to be released
+// once, by one goroutine.
+type Ticket struct {
+	g        *Gate
+	permit   limit.Permit
+	deadline time.Time
+	attempt  int
+	crit     wire.Criticality
+}
+
+// Deadline returns the request's deadline: the earliest of arrival +
+// MaxTimeout, arrival + the caller's timeout and its context's deadline.
+func (t Ticket) Deadline() time.Time { return t.deadline }
+
+// Attempt returns the request's attempt number, 1 or more.
+func (t Ticket) Attempt() int { return t.attempt }
+
+// Criticality returns the request's criticality.
+func (t Ticket) Criticality() wire.Criticality { return t.crit }
+
+// Bind returns the context to run the request's work with: parent with the
+// request's deadline, attempt number and criticality, as [deadline.Bind]
+// makes it (the [deadline] package's accessors read them, and a client
+// shell that sends with it propagates them). Call cancel when the work
+// ends.
+func (t Ticket) Bind(parent context.Context) (ctx context.Context, cancel context.CancelFunc) {
+	return deadline.Bind(parent, t.deadline, t.attempt, t.crit)
+}
+
+// Outcome is how the work of an admitted request ended, as the shell sees
+// it; see the package documentation for how each is counted and what the
+// concurrency limit learns from it.
+type Outcome uint8
+
+// The outcomes.
+const (
+	// Succeeded: the work succeeded (on HTTP a status below 500; on gRPC a
+	// code that maps to one). Its time is an RTT sample.
+	Succeeded Outcome = iota
+	// SucceededUntimed: the work succeeded but its time says nothing about
+	// load (an HTTP connection hijacked, which lives on).
+	SucceededUntimed
+	// FailedOverload: the work failed because a call it made was refused
+	// or timed out downstream (503 or 504; UNAVAILABLE or
+	// DEADLINE_EXCEEDED): a sign of overload.
+	FailedOverload
+	// Failed: the work failed for another reason, such as a bug (another
+	// status of 500 or more; UNKNOWN, INTERNAL, …): it says nothing about
+	// load.
+	Failed
+	// Panicked: the work panicked (and the panic goes on).
+	Panicked
+)
+
+// Release ends the request's hold on its slot at now, the time its work
+// ended, counts it and, if requests are waiting, hands the slot on. ctx is
+// the request's own context, the one passed to [Gate.Admit]: if it has
+// ended, the caller went away. The request is counted, and its permit
+// released, as the package documentation's table says: a panic first, then
+// a deadline that passed, then a caller that left, then o.
+func (t Ticket) Release(ctx context.Context, now time.Time, o Outcome) {
+	g := t.g
+	if g == nil {
+		return
+	}
+	kind := releaseIgnore
+	switch {
+	case o == Panicked:
+		g.c.failed.Add(1)
+	case !now.Before(t.deadline): // the work outlived its deadline
+		g.c.wasted.Add(1)
+		kind = releaseDropped
+	case ctx.Err() != nil: // the caller went away
+		g.c.wasted.Add(1)
+	case o == Succeeded:
+		g.c.goodput.Add(1)
+		kind = releaseSuccess
+	case o == SucceededUntimed:
+		g.c.goodput.Add(1)
+	case o == FailedOverload:
+		g.c.failed.Add(1)
+		kind = releaseDropped
+	default: // Failed
+		g.c.failed.Add(1)
+	}
+	g.releaseAt(now, t.permit, kind)
+}
