@@ -34,13 +34,15 @@ func rejectCases(tb testing.TB) []rejectCase {
 	// The full queue: hold the only permit and park a first try in the
 	// queue of one, on a goroutine that leaves when the test ends.
 	lim := limit.NewLimiter(limit.Fixed{N: 1})
-	full := mustGate(tb, admit.Config{Limiter: lim, Queue: shed.Config{Capacity: 1}})
+	// The parked first try must outlive any benchmark run: an hour's
+	// deadline (a 1 s one expired mid-run and emptied the queue).
+	full := mustGate(tb, admit.Config{Limiter: lim, Queue: shed.Config{Capacity: 1}, MaxTimeout: time.Hour})
 	p, _ := lim.Acquire()
 	ctx, cancel := context.WithCancel(context.Background())
 	parked := make(chan struct{})
 	go func() {
 		defer close(parked)
-		full.Admit(ctx, time.Now(), second)
+		full.Admit(ctx, time.Now(), admit.Request{Attempt: 1, Timeout: time.Hour, HasTimeout: true})
 	}()
 	tb.Cleanup(func() { cancel(); <-parked; p.Ignore() })
 	for end := time.Now().Add(5 * time.Second); full.Stats().Queued != 1; time.Sleep(time.Millisecond) {
