@@ -1,6 +1,12 @@
-// Command stormguard runs the stormguard simulator from the command line.
+// Command stormguard runs stormguard from the command line: the simulator
+// (sim), thresholds and phase diagrams (sweep), the checklist (analyze), the
+// real-process lab (lab) and the fleet's dials on Redis (fleet).
 //
 //	stormguard sim [FILE] [--out DIR] [--seed N] [--json]
+//	stormguard sweep [FILE] [--out DIR] [--json] [--shard I/N] [--workers N]
+//	stormguard analyze FILE [--run NAME] [--json]
+//	stormguard lab [FILE] [--out DIR] [--seed N] [--json]
+//	stormguard fleet show|set …
 //	stormguard version
 //	stormguard help [COMMAND]
 //
@@ -20,6 +26,9 @@ import (
 	"syscall"
 )
 
+// commandList names the commands in error messages.
+const commandList = "sim, sweep, analyze, lab, fleet, version, help"
+
 // Exit statuses.
 const (
 	exitOK          = 0
@@ -32,12 +41,28 @@ const mainHelp = `stormguard: defenses against retry storms, and a simulator tha
 
 Usage:
   stormguard sim [FILE] [--out DIR] [--seed N] [--json]
+  stormguard sweep [FILE] [--out DIR] [--json] [--shard I/N] [--workers N]
+  stormguard analyze FILE [--run NAME] [--json]
+  stormguard lab [FILE] [--out DIR] [--seed N] [--json]
+  stormguard fleet show|set [flags]
   stormguard version
   stormguard help [COMMAND]
 
 Commands:
   sim       simulate the runs of a scenario file (without FILE, the built-in
             HotOS '21 toy example: naive retries against stormguard's defenses)
+  sweep     find where a scenario's system collapses and where it recovers
+            (load ramps up and down) and the smallest trigger that tips it
+            at each load (a phase diagram); stormguard help sweep
+  analyze   compute the retry-storm checklist of a scenario file: amplification
+            per dependency path, the load at which each service becomes
+            vulnerable, findings (exit status 1 on an error finding)
+  lab       run a scenario with real processes on 127.0.0.1 (load generator,
+            app, fault proxy, backend) and compare it with the simulator
+            (without FILE, the HotOS '21 toy example, naive and defended)
+  fleet     show or flip the fleet-wide dials (retries off, shed a fraction,
+            limit override) and show a shared retry budget, kept in Redis
+            for every process (stormguard help fleet)
   version   print the version of stormguard and of Go
   help      print this help, or a command's (stormguard help sim)
 
@@ -86,6 +111,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "sim":
 		return runSim(ctx, rest, stdout, stderr)
+	case "sweep":
+		return runSweep(ctx, rest, stdout, stderr)
+	case "analyze":
+		return runAnalyze(ctx, rest, stdout, stderr)
+	case "fleet":
+		return runFleet(ctx, rest, stdout, stderr)
+	case "lab":
+		return runLab(ctx, rest, stdout, stderr)
 	case "version":
 		if len(rest) > 0 {
 			return usageError{"version takes no arguments"}
@@ -98,12 +131,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprint(stdout, mainHelp)
 		case rest[0] == "sim":
 			fmt.Fprint(stdout, simHelp)
+		case rest[0] == "sweep":
+			fmt.Fprint(stdout, sweepHelp)
+		case rest[0] == "analyze":
+			fmt.Fprint(stdout, analyzeHelp)
+		case rest[0] == "lab":
+			fmt.Fprint(stdout, labHelp)
+		case rest[0] == "fleet":
+			fmt.Fprint(stdout, fleetHelp)
 		default:
-			return usageError{fmt.Sprintf("help: unknown command %q (commands: sim, version, help)", rest[0])}
+			return usageError{fmt.Sprintf("help: unknown command %q (commands: %s)", rest[0], commandList)}
 		}
 		return nil
 	default:
-		return usageError{fmt.Sprintf("unknown command %q (commands: sim, version, help; see stormguard --help)", cmd)}
+		return usageError{fmt.Sprintf("unknown command %q (commands: %s; see stormguard --help)", cmd, commandList)}
 	}
 }
 

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"stormguard/analyze"
+)
+
+var threeTier = filepath.Join("..", "..", "examples", "three-tier.yaml")
+
+func TestAnalyzeExitStatus(t *testing.T) {
+	bad := filepath.Join("..", "..", "sim", "testdata", "bad-unknown-field.yaml")
+	for _, c := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // a line the output holds
+		stderr string // … and the errors
+	}{
+		{"error findings gate CI", []string{"analyze", threeTier}, exitError,
+			"FAIL: 4 errors, 8 warnings, 0 notes over 2 runs.", "analyze: 4 error findings in 1 run (exit status 1)"},
+		{"a clean run passes", []string{"analyze", threeTier, "--run", "stormguard"}, exitOK,
+			"OK: 0 errors, 0 warnings, 0 notes over 1 run.", ""},
+		{"flags before the file", []string{"analyze", "--run", "naive", threeTier}, exitError,
+			"users runs at 150/s; db becomes vulnerable above 9.26/s", "analyze: 4 error findings in 1 run"},
+		{"help", []string{"analyze", "--help"}, exitOK, "Usage: stormguard analyze FILE", ""},
+		{"help command", []string{"help", "analyze"}, exitOK, "Usage: stormguard analyze FILE", ""},
+		{"listed in the main help", []string{"help"}, exitOK, "stormguard analyze FILE [--run NAME] [--json]", ""},
+		{"no file", []string{"analyze"}, exitUsage, "", "analyze takes one FILE, got 0"},
+		{"two files", []string{"analyze", threeTier, threeTier}, exitUsage, "", "analyze takes one FILE, got 2"},
+		{"unknown flag", []string{"analyze", threeTier, "--out", "x"}, exitUsage, "", "flag provided but not defined: -out"},
+		{"unknown run", []string{"analyze", threeTier, "--run", "nope"}, exitUsage, "", `no run "nope" in ` + threeTier + " (runs: naive, stormguard)"},
+		{"missing file", []string{"analyze", "nonexistent.yaml"}, exitError, "", "no such file or directory"},
+		{"bad file", []string{"analyze", bad}, exitError, "", "bad-unknown-field.yaml:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errs := runCmd(t, t.Context(), c.args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d\nstderr: %s", code, c.code, errs)
+			}
+			if !strings.Contains(out, c.stdout) {
+				t.Errorf("stdout lacks %q:\n%s", c.stdout, out)
+			}
+			if c.stderr == "" && errs != "" || !strings.Contains(errs, c.stderr) {
+				t.Errorf("stderr %q, want %q", errs, c.stderr)
+			}
+		})
+	}
+}
+
+func TestAnalyzeJSON(t *testing.T) {
+	for _, c := range []struct {
+		args         []string
+		code         int
+		runs, errors int
+	}{
+		{[]string{"analyze", threeTier, "--json"}, exitError, 2, 4},
+		{[]string{"analyze", "--json", threeTier, "--run", "stormguard"}, exitOK, 1, 0},
+	} {
+		code, out, errs := runCmd(t, t.Context(), c.args...)
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d: %s", c.args, code, c.code, errs)
+		}
+		dec := json.NewDecoder(strings.NewReader(out))
+		var rep analyze.Report
+		if err := dec.Decode(&rep); err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, out)
+		}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			t.Errorf("%v: stdout holds more than one JSON value (next: %v)", c.args, err)
+		}
+		if len(rep.Analyses) != c.runs || rep.Errors != c.errors || rep.Scenario != "three-tier" {
+			t.Errorf("%v: %d analyses, %d errors, scenario %q", c.args, len(rep.Analyses), rep.Errors, rep.Scenario)
+		}
+		for _, a := range rep.Analyses {
+			if len(a.Paths) != 3 || len(a.Services) != 3 {
+				t.Errorf("%v: run %s has %d paths and %d services", c.args, a.Run, len(a.Paths), len(a.Services))
+			}
+		}
+	}
+}
+
+// TestAnalyzeHelpTellsTheTruth: the help names every rule the analyzer
+// checks, and every flag it accepts.
+func TestAnalyzeHelpTellsTheTruth(t *testing.T) {
+	for _, r := range analyze.Rules {
+		if !strings.Contains(analyzeHelp, r.ID) {
+			t.Errorf("the help does not name rule %s", r.ID)
+		}
+	}
+	for _, flag := range []string{"--run NAME", "--json", "--help"} {
+		if !strings.Contains(analyzeHelp, flag) {
+			t.Errorf("the help does not name %s", flag)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"stormguard/budget"
+	"stormguard/fleet"
+	"stormguard/internal/redistest"
+)
+
+// clearFleetEnv makes sure the developer's environment does not leak in.
+func clearFleetEnv(t *testing.T) {
+	for _, k := range []string{"STORMGUARD_REDIS_ADDR", "STORMGUARD_REDIS_PASSWORD", "STORMGUARD_REDIS_USER"} {
+		t.Setenv(k, "")
+	}
+}
+
+func TestFleetSetShow(t *testing.T) {
+	clearFleetEnv(t)
+	srv := redistest.Start(t)
+	addr := "--addr=" + srv.Addr()
+
+	code, out, errs := runCmd(t, t.Context(), "fleet", "set", "--retries-off", "--shed", "0.25", addr)
+	if code != exitOK {
+		t.Fatalf("set: exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "retries OFF") || !strings.Contains(out, "shedding 25% of traffic") || !strings.Contains(out, "version 1") {
+		t.Errorf("set printed %q", out)
+	}
+
+	// A budget in use, so that show has a level to print.
+	rdb := redis.NewClient(fleet.ClientOptions(srv.Addr(), "", 0))
+	defer rdb.Close()
+	spec, _ := budget.Preset("aws-2026")
+	b, err := fleet.New(t.Context(), rdb, fleet.Config{Key: "default", Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	// The address from the environment.
+	t.Setenv("STORMGUARD_REDIS_ADDR", srv.Addr())
+	code, out, errs = runCmd(t, t.Context(), "fleet", "show")
+	if code != exitOK {
+		t.Fatalf("show: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"Redis " + srv.Addr(),
+		`Dials "default": retries OFF, shedding 25% of traffic, no limit override (version 1`,
+		`Budget "default": token bucket, 500 of 500 tokens (472 in the pool, 28 leased to 1 live process)`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+
+	code, out, errs = runCmd(t, t.Context(), "fleet", "set", "--retries-off=false", "--limit", "40", "--json")
+	if code != exitOK {
+		t.Fatalf("set --json: exit %d: %s", code, errs)
+	}
+	var set struct {
+		Dials fleet.DialsState `json:"dials"`
+	}
+	if err := json.Unmarshal([]byte(out), &set); err != nil {
+		t.Fatal(err)
+	}
+	if set.Dials.RetriesOff || set.Dials.ShedFraction != 0.25 || set.Dials.LimitOverride != 40 || set.Dials.Version != 2 {
+		t.Errorf("set --json: %+v", set.Dials)
+	}
+
+	code, out, errs = runCmd(t, t.Context(), "fleet", "show", "--json", "--budget", "other", "--dials", "other")
+	if code != exitOK {
+		t.Fatalf("show --json: exit %d: %s", code, errs)
+	}
+	var shown struct {
+		Addr   string           `json:"addr"`
+		Dials  fleet.DialsState `json:"dials"`
+		Budget fleet.Level      `json:"budget"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown.Addr != srv.Addr() || shown.Dials.Version != 0 || shown.Budget.Exists || shown.Budget.Key != "other" {
+		t.Errorf("show --json of unused names: %+v", shown)
+	}
+}
+
+func TestFleetPasswordFromEnvironment(t *testing.T) {
+	clearFleetEnv(t)
+	srv := redistest.Start(t, "--requirepass", "s3cret")
+	t.Setenv("STORMGUARD_REDIS_ADDR", srv.Addr())
+	if code, _, errs := runCmd(t, t.Context(), "fleet", "show"); code != exitError || !strings.Contains(errs, "cannot reach Redis") {
+		t.Errorf("without the password: exit %d: %s", code, errs)
+	}
+	t.Setenv("STORMGUARD_REDIS_PASSWORD", "s3cret")
+	if code, _, errs := runCmd(t, t.Context(), "fleet", "show"); code != exitOK {
+		t.Errorf("with the password from the environment: exit %d: %s", code, errs)
+	}
+	t.Setenv("STORMGUARD_REDIS_PASSWORD", "")
+	if code, _, errs := runCmd(t, t.Context(), "fleet", "set", "--shed=0", "--password", "s3cret"); code != exitOK {
+		t.Errorf("with the password flag: exit %d: %s", code, errs)
+	}
+}
+
+func TestFleetUsage(t *testing.T) {
+	clearFleetEnv(t)
+	for _, args := range [][]string{
+		{"fleet"},
+		{"fleet", "flip"},
+		{"fleet", "set"},
+		{"fleet", "set", "--shed", "1.5"},
+		{"fleet", "set", "--limit", "-1"},
+		{"fleet", "set", "--shed", "x"},
+		{"fleet", "show", "extra"},
+		{"fleet", "show", "--timeout", "0s"},
+		{"fleet", "show", "--nope"},
+	} {
+		if code, _, errs := runCmd(t, t.Context(), args...); code != exitUsage || errs == "" {
+			t.Errorf("%q: exit %d, stderr %q; want a usage error", args, code, errs)
+		}
+	}
+	for _, args := range [][]string{{"fleet", "--help"}, {"fleet", "show", "-h"}, {"fleet", "set", "--help"}} {
+		code, out, _ := runCmd(t, t.Context(), args...)
+		if code != exitOK || !strings.Contains(out, "STORMGUARD_REDIS_ADDR") || !strings.Contains(out, "STORMGUARD_REDIS_PASSWORD") {
+			t.Errorf("%q: exit %d:\n%s", args, code, out)
+		}
+	}
+}
+
+func TestFleetUnreachable(t *testing.T) {
+	clearFleetEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	start := time.Now()
+	code, _, errs := runCmd(t, t.Context(), "fleet", "show", "--addr", addr, "--timeout", "300ms")
+	if code != exitError || !strings.Contains(errs, "cannot reach Redis at "+addr) {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %v to give up", d)
+	}
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"stormguard/lab"
+	"stormguard/sim"
+)
+
+const labHelp = `Usage: stormguard lab [FILE] [--out DIR] [--seed N] [--json]
+
+Runs every run of the scenario FILE (YAML, the format of stormguard sim)
+with real processes on 127.0.0.1, one after the other, in wall-clock time:
+a load generator (the scenario's client), an app tier (the service it
+calls, when that service calls another), a TCP fault proxy and a backend
+(the last service), all started from this binary. The proxy holds or cuts
+the network, or adds latency, during the scenario's triggers. Each run is
+also simulated, and the two goodput curves are compared.
+
+Without FILE it runs the built-in lab-hotos scenario: the HotOS '21 toy
+example scaled to a small machine (a database of 300 queries/s at 93 %
+load, a 5 s network hold, an app that retries once), first with naive
+retries, then with stormguard's policy and server defenses. It takes about
+a minute.
+
+It prints the table of stormguard sim (verdict, recovery, demand and
+goodput after the trigger, retries, wasted work, give-ups), then for each
+run how its requests ended (every request sent ends in exactly one
+outcome: ok, timed out, shed or an error by kind) and how far the lab's
+goodput was from the simulator's.
+
+Flags (before or after FILE; -flag and --flag are the same):
+  --out DIR   also write a report into DIR (made if missing): what
+              stormguard sim writes (index.html, summary.json, RUN.csv,
+              RUN.png, RUN.svg) for the lab's runs, plus lab.png and lab.svg
+              (every run side by side: the lab's goodput beside the
+              simulator's and their difference), compare.csv and lab.json
+  --seed N    use seed N in every run instead of the file's (default 0)
+  --json      print one JSON object on stdout instead of the table:
+              {"scenario": NAME, "runs": [{"name", "verdict", "recovery_s",
+              …}], "sim": [the simulator's runs], "sim_vs_lab": […],
+              "outcomes": […]}
+  -h, --help  print this help
+
+A progress bar appears on stderr when it is a terminal. Ctrl-C stops the
+run and every process it started.
+
+Exit status: 0 success, 1 error (a bad scenario file, a scenario the lab
+cannot run, a role that failed), 2 usage error, 130 interrupted (Ctrl-C).
+`
+
+// labExecutable is the binary the lab's roles run as; tests replace it.
+var labExecutable = ""
+
+// runLab is `stormguard lab`, and the hidden `stormguard lab ROLE
+// --config FILE` that runs one role of a lab run.
+func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && lab.IsRole(args[0]) {
+		return lab.RoleMain(ctx, args[0], args[1:], os.Stdin, stdout)
+	}
+	var f simFlags
+	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f.set(fs)
+	pos, err := parseInterleaved(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, labHelp)
+		return nil
+	case err != nil:
+		return usageError{fmt.Sprintf("lab: %v (see stormguard lab --help)", err)}
+	case len(pos) > 1:
+		return usageError{fmt.Sprintf("lab takes one FILE, got %d: %q (see stormguard lab --help)", len(pos), pos)}
+	}
+	var file sim.File
+	if len(pos) == 0 {
+		file, err = lab.Default()
+	} else {
+		file, err = sim.Load(pos[0])
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range file.Runs {
+		if f.seed != 0 {
+			file.Runs[i].Scenario.Seed = f.seed
+		}
+		if err := lab.Check(file.Runs[i].Scenario); err != nil {
+			errs = append(errs, fmt.Errorf("run %s: %w", file.Runs[i].Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	name := file.Base.Name
+	if name == "" {
+		name = filepath.Base(file.Path)
+	}
+	start := time.Now()
+	out, err := labRuns(ctx, file.Runs, stderr)
+	if err != nil {
+		return err
+	}
+	out.Scenario, out.Description = name, file.Base.Description
+	changes := map[string][]string{}
+	for _, r := range file.Runs {
+		changes[r.Name] = r.Changes
+	}
+	if f.out != "" {
+		if err := lab.WriteReport(f.out, out, changes); err != nil {
+			return fmt.Errorf("writing the report: %w", err)
+		}
+	}
+	if f.json {
+		return json.NewEncoder(stdout).Encode(out)
+	}
+	var table bytes.Buffer
+	printTable(&table, sim.Output{Scenario: out.Scenario, Description: out.Description, Runs: out.Runs}, changes, time.Since(start))
+	// The lab's runs take wall-clock time, not the simulator's virtual time.
+	io.WriteString(stdout, strings.Replace(table.String(), " of virtual time ", " in real time on 127.0.0.1 ", 1))
+	printLab(stdout, out)
+	if f.out != "" {
+		fmt.Fprintf(stdout, "Report: %s\n", filepath.Join(f.out, "index.html"))
+	}
+	return nil
+}
+
+// labRuns runs every run in the lab, one after the other (they would
+// compete for the machine), and in the simulator, and compares them.
+func labRuns(ctx context.Context, runs []sim.RunSpec, stderr io.Writer) (lab.Output, error) {
+	bar := newProgress(stderr, len(runs))
+	defer bar.stop()
+	var out lab.Output
+	for i, r := range runs {
+		rr, err := lab.RunScenario(ctx, r.Scenario, r.Name, lab.Options{Executable: labExecutable,
+			Progress: func(frac float64) { bar.set(i, frac) }})
+		if err != nil {
+			if ctx.Err() != nil {
+				return out, fmt.Errorf("interrupted: %w", ctx.Err())
+			}
+			return out, err
+		}
+		sr, err := sim.Run(ctx, lab.Normalize(r.Scenario), r.Name, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return out, fmt.Errorf("interrupted: %w", ctx.Err())
+			}
+			return out, fmt.Errorf("run %s: simulating: %w", r.Name, err)
+		}
+		out.Add(rr, sr)
+	}
+	return out, nil
+}
+
+// printLab prints what the lab adds to the table: the outcomes of every
+// request and the comparison with the simulator.
+func printLab(w io.Writer, out lab.Output) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Requests (every one ends in exactly one outcome):")
+	for _, o := range out.Outcomes {
+		check := "adds up"
+		if err := o.Outcomes.Check(); err != nil {
+			check = "DOES NOT ADD UP"
+		}
+		fmt.Fprintln(w, wrap(fmt.Sprintf("  %s: %s (%s); after the trigger goodput was %.0f%% of demand", o.Run, o.Outcomes, check, 100*o.After), "    "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Simulation against the lab (goodput in 1 s windows):")
+	for _, c := range out.Comparisons {
+		fmt.Fprintln(w, wrap("  "+c.String(), "    "))
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,595 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"stormguard/examples"
+	"stormguard/report"
+	"stormguard/sim"
+	"stormguard/sweep"
+)
+
+// sweepDefaultName is the example `stormguard sweep` runs without a file.
+const sweepDefaultName = "hotos-sweep.yaml"
+
+const sweepHelp = `Usage: stormguard sweep [FILE] [flags]
+       stormguard sweep merge PART... [--out DIR] [--json]
+
+Finds, through the simulator, where the system of the scenario FILE tips
+over and where it comes back. Without FILE it sweeps the built-in
+hotos-sweep example (the HotOS '21 toy database, naive retries against
+stormguard's defenses). Every run of the file is swept the same way:
+
+  ramp    the load (one client's arrival rate) climbs in steps and comes
+          back down, in one long run without triggers, each step held long
+          enough to settle; goodput against load on the way up and on the
+          way down draws the hysteresis loop. Collapse threshold: the first
+          step up whose goodput fell below 50% of demand; recovery
+          threshold: the first step down whose goodput was back at 90%.
+  phase   at each load of a grid, a bisection over the size of the
+          scenario's first trigger (without one, a hold-mode outage of the
+          client's target) for the smallest that leaves the system
+          metastable and the smallest that disturbs it: the phase diagram
+          load x trigger -> stable / recovered / metastable.
+
+It prints the thresholds, the smallest trigger by load, and what to change.
+Simulations run in parallel on all cores; a progress bar appears on stderr
+when it is a terminal and the sweep takes more than 2 s. The defaults come
+from the capacity of the client's target (workers / service time, the
+largest over the file's runs); all runs are swept over the same loads.
+
+Flags (before or after FILE; -flag and --flag are the same):
+  --client NAME         the client whose arrival rate is the load
+                        (default: the first client)
+  --ramp FROM:TO[:STEP] the ramp, requests/s (default: 0.25 to 1.25 x
+                        capacity, in steps of about (TO - FROM)/30
+                        rounded down to 1, 2 or 5 x 10^n)
+  --hold D              how long each ramp step lasts; its second half is
+                        measured (default: 20 x the client's timeout, at
+                        least 20 bins)
+  --loads FROM:TO:STEP  the loads of the phase diagram, or a list L1,L2,...
+                        (default: 0.25 x capacity up to the capacity, in
+                        steps of about capacity/15, rounded down to 1, 2
+                        or 5 x 10^n)
+  --vary WHAT           what grows in the trigger: duration (default),
+                        factor (of a load or errors trigger) or add (of a
+                        latency trigger)
+  --max SIZE            the largest trigger tried: a duration such as 40s
+                        for duration and add, a number for factor
+                        (default: 4 x the trigger's own size; without one,
+                        40s for a duration and 10 timeouts for add; a load
+                        factor at least 4; an error probability 1)
+  --resolution SIZE     how close the bisection gets (default: about
+                        (max - smallest)/256, rounded down to 1, 2 or
+                        5 x 10^n; the smallest size is 0, or 1 for a load
+                        factor)
+  --after D             how long each phase run goes on after the trigger
+                        ends, to recover (default: the longest of 120s,
+                        60 x the client's timeout and 3 x max)
+  --no-ramp, --no-phase skip that part
+  --seed N              use seed N in every run (default 0: keep the file's)
+  --workers N           simulations at once (default: the number of cores)
+  --shard I/N           compute only part I of N (1 <= I <= N) of the
+                        searches and write it as DIR/shard-I-of-N.json
+                        (with --out DIR) or print it (with --json); then
+                        put the parts together with stormguard sweep merge
+  --out DIR             also write a report into DIR (made if missing):
+                        index.html, one self-contained page; sweep.json;
+                        hysteresis.png/.svg and phase.png/.svg; ramp.csv,
+                        phase.csv and probes.csv
+  --json                print one JSON object on stdout instead of the
+                        table: {"scenario", "runs": [{"name", "ramp":
+                        {"collapse", "recovery", "steps"}, "phase":
+                        {"columns": [{"load", "disturbs", "tips"}]}}]}
+  -h, --help            print this help
+
+stormguard sweep merge PART... puts the shards' parts together: each PART
+is a shard-I-of-N.json file or a directory holding them. It prints, and
+with --out writes, exactly what the sweep run whole would have. Every
+shard must be run with the same file, seed and flags (merge checks).
+
+The same file, seed and flags give the same result, byte for byte, whatever
+--workers and --shard.
+
+Exit status: 0 success, 1 error (a bad scenario file, a failed run, shards
+that do not fit together), 2 usage error, 130 interrupted (Ctrl-C).
+`
+
+// sweepFlags are the flags of sweep.
+type sweepFlags struct {
+	client, ramp, loads, vary, max, resolution, shard, out string
+	hold, after                                            time.Duration
+	seed                                                   uint64
+	workers                                                int
+	noRamp, noPhase, json                                  bool
+}
+
+func (f *sweepFlags) set(fs *flag.FlagSet) {
+	fs.StringVar(&f.client, "client", "", "the client whose rate is the load")
+	fs.StringVar(&f.ramp, "ramp", "", "the ramp FROM:TO[:STEP], requests/s")
+	fs.DurationVar(&f.hold, "hold", 0, "how long each ramp step lasts")
+	fs.StringVar(&f.loads, "loads", "", "the loads of the phase diagram")
+	fs.StringVar(&f.vary, "vary", "", "what grows in the trigger")
+	fs.StringVar(&f.max, "max", "", "the largest trigger tried")
+	fs.StringVar(&f.resolution, "resolution", "", "the step of the bisection")
+	fs.DurationVar(&f.after, "after", 0, "how long each phase run goes on after the trigger")
+	fs.BoolVar(&f.noRamp, "no-ramp", false, "skip the ramp")
+	fs.BoolVar(&f.noPhase, "no-phase", false, "skip the phase search")
+	fs.Uint64Var(&f.seed, "seed", 0, "use seed N in every run")
+	fs.IntVar(&f.workers, "workers", 0, "simulations at once")
+	fs.StringVar(&f.shard, "shard", "", "compute only part I/N")
+	fs.StringVar(&f.out, "out", "", "write a report into DIR")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object")
+}
+
+// options turns the flags into sweep.Options.
+func (f *sweepFlags) options() (sweep.Options, error) {
+	o := sweep.Options{Client: f.client, Hold: f.hold, After: f.after, Vary: f.vary, Seed: f.seed,
+		NoRamp: f.noRamp, NoPhase: f.noPhase}
+	if f.ramp != "" {
+		v, err := sweepNumbers(f.ramp, ":")
+		if err != nil || len(v) < 2 || len(v) > 3 {
+			return o, fmt.Errorf("--ramp %q: want FROM:TO or FROM:TO:STEP, requests/s", f.ramp)
+		}
+		o.From, o.To = v[0], v[1]
+		if len(v) == 3 {
+			o.Step = v[2]
+		}
+	}
+	if f.loads != "" {
+		var err error
+		if o.Loads, err = parseSweepLoads(f.loads); err != nil {
+			return o, err
+		}
+	}
+	duration := f.vary == "" || f.vary == sweep.VaryDuration || f.vary == sweep.VaryAdd
+	for _, s := range []struct {
+		name, text string
+		v          *float64
+	}{{"max", f.max, &o.Max}, {"resolution", f.resolution, &o.Resolution}} {
+		if s.text == "" {
+			continue
+		}
+		if duration {
+			d, err := time.ParseDuration(s.text)
+			if err != nil {
+				return o, fmt.Errorf("--%s %q: a trigger's duration or added latency is a duration such as 40s or 500ms", s.name, s.text)
+			}
+			*s.v = d.Seconds()
+			continue
+		}
+		v, err := strconv.ParseFloat(s.text, 64)
+		if err != nil {
+			return o, fmt.Errorf("--%s %q: a trigger's factor is a number such as 3", s.name, s.text)
+		}
+		*s.v = v
+	}
+	if f.workers < 0 {
+		return o, fmt.Errorf("--workers %d: want a positive number (0: all cores)", f.workers)
+	}
+	return o, nil
+}
+
+// parseSweepLoads reads FROM:TO:STEP or L1,L2,….
+func parseSweepLoads(s string) ([]float64, error) {
+	if strings.Contains(s, ":") {
+		v, err := sweepNumbers(s, ":")
+		if err != nil || len(v) != 3 || !(v[2] > 0) || !(v[1] >= v[0]) || (v[1]-v[0])/v[2] > 10_000 {
+			return nil, fmt.Errorf("--loads %q: want FROM:TO:STEP with FROM ≤ TO and STEP > 0, or a list L1,L2,…", s)
+		}
+		var out []float64
+		for k := 0; ; k++ {
+			l := v[0] + float64(k)*v[2]
+			if l > v[1]*(1+1e-9) {
+				break
+			}
+			out = append(out, l)
+		}
+		return out, nil
+	}
+	v, err := sweepNumbers(s, ",")
+	if err != nil {
+		return nil, fmt.Errorf("--loads %q: want FROM:TO:STEP or a list L1,L2,… of requests/s", s)
+	}
+	return v, nil
+}
+
+func sweepNumbers(s, sep string) ([]float64, error) {
+	var out []float64
+	for _, p := range strings.Split(s, sep) {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// runSweep is `stormguard sweep`.
+func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "merge" {
+		return runSweepMerge(args[1:], stdout)
+	}
+	var f sweepFlags
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f.set(fs)
+	pos, err := parseInterleaved(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, sweepHelp)
+		return nil
+	case err != nil:
+		return usageError{fmt.Sprintf("sweep: %v (see stormguard sweep --help)", err)}
+	case len(pos) > 1:
+		return usageError{fmt.Sprintf("sweep takes one FILE, got %d: %q (see stormguard sweep --help)", len(pos), pos)}
+	}
+	opts, err := f.options()
+	if err != nil {
+		return usageError{"sweep: " + err.Error()}
+	}
+	var shard sweep.Shard
+	if f.shard != "" {
+		if shard, err = sweep.ParseShard(f.shard); err != nil {
+			return usageError{"sweep: --" + err.Error()}
+		}
+		if f.out == "" && !f.json {
+			return usageError{"sweep: --shard writes its part with --out DIR (or prints it with --json)"}
+		}
+	}
+
+	file, err := loadSweep(pos)
+	if err != nil {
+		return err
+	}
+	plan, err := sweep.NewPlan(file, opts)
+	if err != nil {
+		return sweepPrefixErr(file.Path+": ", err)
+	}
+	start := time.Now()
+	bar := newSweepProgress(stderr)
+	part, err := sweep.Execute(ctx, plan, sweep.Exec{Workers: f.workers, Shard: shard, Progress: bar.set})
+	bar.stop()
+	if err != nil {
+		return err
+	}
+	if f.shard != "" {
+		return writeSweepPart(part, f.out, f.json, stdout)
+	}
+	res, err := sweep.Merge(part)
+	if err != nil {
+		return err
+	}
+	return sweepOutput(res, f.out, f.json, time.Since(start), stdout)
+}
+
+// loadSweep reads the scenario file named in pos, or the embedded example.
+func loadSweep(pos []string) (sim.File, error) {
+	if len(pos) == 0 {
+		data, err := examples.Scenarios.ReadFile(sweepDefaultName)
+		if err != nil {
+			return sim.File{}, fmt.Errorf("the built-in %s is missing: %w", sweepDefaultName, err)
+		}
+		return sim.Parse(sweepDefaultName, data)
+	}
+	return sim.Load(pos[0])
+}
+
+// sweepPrefixErr puts prefix before every line of err.
+func sweepPrefixErr(prefix string, err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	for i := range lines {
+		lines[i] = prefix + lines[i]
+	}
+	return errors.New(strings.Join(lines, "\n"))
+}
+
+// sweepPartName is the file a shard's part is written to.
+func sweepPartName(s sweep.Shard) string { return fmt.Sprintf("shard-%d-of-%d.json", s.Index, s.Count) }
+
+func writeSweepPart(part sweep.Partial, out string, asJSON bool, stdout io.Writer) error {
+	data, err := json.MarshalIndent(part, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if out != "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		path := filepath.Join(out, sweepPartName(part.Shard))
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+		if !asJSON {
+			fmt.Fprintf(stdout, "shard %v: %d ramps and %d phase searches written to %s\n", part.Shard, len(part.Ramps), len(part.Columns), path)
+			fmt.Fprintf(stdout, "When every shard is done: stormguard sweep merge DIR... [--out DIR] [--json]\n")
+		}
+	}
+	if asJSON {
+		_, err = stdout.Write(data)
+	}
+	return err
+}
+
+// runSweepMerge is `stormguard sweep merge`.
+func runSweepMerge(args []string, stdout io.Writer) error {
+	var out string
+	var asJSON bool
+	fs := flag.NewFlagSet("sweep merge", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&out, "out", "", "write a report into DIR")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	pos, err := parseInterleaved(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, sweepHelp)
+		return nil
+	case err != nil:
+		return usageError{fmt.Sprintf("sweep merge: %v (see stormguard sweep --help)", err)}
+	case len(pos) == 0:
+		return usageError{"sweep merge needs the parts: shard-I-of-N.json files or directories holding them"}
+	}
+	var paths []string
+	for _, p := range pos {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			paths = append(paths, p)
+			continue
+		}
+		found, _ := filepath.Glob(filepath.Join(p, "shard-*-of-*.json"))
+		if len(found) == 0 {
+			return fmt.Errorf("%s holds no shard-I-of-N.json", p)
+		}
+		paths = append(paths, found...)
+	}
+	sort.Strings(paths)
+	paths = sweepCompact(paths)
+	parts := make([]sweep.Partial, len(paths))
+	for i, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&parts[i]); err != nil {
+			return fmt.Errorf("%s: not a shard's part: %v", p, err)
+		}
+	}
+	res, err := sweep.Merge(parts...)
+	if err != nil {
+		return err
+	}
+	return sweepOutput(res, out, asJSON, -1, stdout)
+}
+
+func sweepCompact(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// sweepOutput writes the report (with out), then prints the JSON or the
+// table. took < 0 means unknown (a merge).
+func sweepOutput(res sweep.Result, out string, asJSON bool, took time.Duration, stdout io.Writer) error {
+	if out != "" {
+		if err := report.WriteSweep(out, res); err != nil {
+			return fmt.Errorf("writing the report: %w", err)
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	printSweep(stdout, res, took)
+	if out != "" {
+		fmt.Fprintf(stdout, "Report: %s\n", filepath.Join(out, "index.html"))
+	}
+	return nil
+}
+
+// printSweep prints the thresholds of every run, the phase table and the
+// advice.
+func printSweep(w io.Writer, res sweep.Result, took time.Duration) {
+	sums := make([]report.SweepSummary, len(res.Runs))
+	for i, r := range res.Runs {
+		sums[i] = report.SummarizeSweep(r)
+	}
+	head := fmt.Sprintf("%s: %d %s swept, %d simulations, %.1f h of virtual time", res.Scenario, len(res.Runs), sweepRunsWord(len(res.Runs)), res.Simulations, res.VirtualS/3600)
+	if took >= 0 {
+		head += fmt.Sprintf(" (took %.1f s)", took.Seconds())
+	}
+	fmt.Fprintln(w, head)
+	if len(res.Runs) > 0 {
+		r := res.Runs[0]
+		line := fmt.Sprintf("Load: the arrival rate of client %s, which calls %s", r.Client, r.Target)
+		if r.Capacity > 0 {
+			line += fmt.Sprintf(" (capacity about %.6g requests/s)", r.Capacity)
+		}
+		fmt.Fprintln(w, wrap(line+".", ""))
+	}
+	fmt.Fprintln(w)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tCOLLAPSES AT\tRECOVERS AT\tMETASTABLE FROM\tSMALLEST TRIGGER THAT TIPS IT")
+	for _, s := range sums {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.CollapseText(), s.RecoveryText(), s.MetastableText(), s.TipsText())
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	if len(res.Runs) > 0 {
+		r := res.Runs[0]
+		if rp := r.Ramp; rp != nil {
+			fmt.Fprintln(w, wrap(fmt.Sprintf("Ramp: %.6g → %.6g → %.6g requests/s in steps of %.6g, %.6g s each. Collapse: the first step up with goodput below %.0f%% of demand; recovery: the first step down back at %.0f%% or more.",
+				rp.From, rp.To, rp.From, rp.Step, rp.HoldS, 100*sweep.CollapseBelow, 100*sweep.RecoveredAbove), "  "))
+		}
+		if ph := r.Phase; ph != nil {
+			fmt.Fprintln(w, wrap(fmt.Sprintf("Phase: at each load, %s starting at %.6g s, its %s bisected from %s to %s to within %s; each run judged %.6g s after the trigger ends.",
+				sweepArticle(sweepTriggerText(ph.Trigger)), ph.Trigger.At.Seconds(), ph.Vary, ph.SizeText(ph.Min), ph.SizeText(ph.Max), ph.SizeText(ph.Resolution), ph.AfterS), "  "))
+		}
+	}
+	printPhaseTable(w, res)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, wrap("What to change: "+report.SweepAdvice(res), "  "))
+}
+
+// printPhaseTable prints, by load, each run's smallest trigger that tips
+// it over and, in brackets, the smallest that disturbs it.
+func printPhaseTable(w io.Writer, res sweep.Result) {
+	var runs []sweep.RunResult
+	loads := map[float64]bool{}
+	for _, r := range res.Runs {
+		if r.Phase != nil && len(r.Phase.Columns) > 0 {
+			runs = append(runs, r)
+			for _, c := range r.Phase.Columns {
+				loads[c.Load] = true
+			}
+		}
+	}
+	if len(runs) == 0 {
+		return
+	}
+	sorted := make([]float64, 0, len(loads))
+	for l := range loads {
+		sorted = append(sorted, l)
+	}
+	sort.Float64s(sorted)
+	fmt.Fprintln(w)
+	ph := runs[0].Phase
+	what := ph.Trigger.Kind
+	if ph.Trigger.Target != "" {
+		what += " of " + ph.Trigger.Target
+	}
+	fmt.Fprintln(w, wrap(fmt.Sprintf("Smallest %s (its %s) that leaves it metastable, by load; in brackets, the smallest that disturbs it at all:", what, ph.Vary), ""))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := "LOAD/S"
+	for _, r := range runs {
+		head += "\t" + strings.ToUpper(r.Name)
+	}
+	fmt.Fprintln(tw, head)
+	for _, l := range sorted {
+		row := fmt.Sprintf("%.6g", l)
+		for _, r := range runs {
+			cell := "·"
+			for _, c := range r.Phase.Columns {
+				if c.Load == l {
+					cell = sweepCell(r.Phase, c)
+				}
+			}
+			row += "\t" + cell
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+}
+
+// sweepTriggerText names a trigger: "outage of db (hold)".
+func sweepTriggerText(t sim.Trigger) string {
+	s := t.Kind
+	if t.Target != "" {
+		s += " of " + t.Target
+	}
+	if t.Mode != "" {
+		s += " (" + t.Mode + ")"
+	}
+	return s
+}
+
+// sweepArticle puts "a" or "an" before a noun.
+func sweepArticle(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
+}
+
+func sweepCell(ph *sweep.Phase, c sweep.Column) string {
+	size := func(v *float64) string {
+		if v == nil {
+			return "none ≤ " + ph.SizeText(ph.Max)
+		}
+		return ph.SizeText(*v)
+	}
+	if c.Overloaded() {
+		return "no trigger needed"
+	}
+	return size(c.Tips) + " (" + size(c.Disturbs) + ")"
+}
+
+// sweepProgress draws "[####....] 40%  12/30 searches  140 simulations"
+// on a terminal, from progressDelay after it starts.
+type sweepProgress struct {
+	w     io.Writer // nil when inactive
+	mu    sync.Mutex
+	start time.Time
+	drawn time.Time // when the bar was last drawn; zero: never
+}
+
+func newSweepProgress(w io.Writer) *sweepProgress {
+	p := &sweepProgress{start: time.Now()}
+	if isTerminal(w) {
+		p.w = w
+	}
+	return p
+}
+
+// set records progress and redraws at most every 200 ms.
+func (p *sweepProgress) set(pr sweep.Progress) {
+	if p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	elapsed := time.Since(p.start)
+	if elapsed < progressDelay || time.Since(p.drawn) < 200*time.Millisecond {
+		return
+	}
+	const width = 30
+	frac := float64(pr.Done) / float64(max(pr.Total, 1))
+	fill := int(frac * width)
+	s := fmt.Sprintf("\r[%s%s] %3.0f%%  %d/%d searches  %d simulations", strings.Repeat("#", fill), strings.Repeat(".", width-fill), 100*frac, pr.Done, pr.Total, pr.Simulations)
+	if frac > 0.05 {
+		s += fmt.Sprintf("  about %v left", time.Duration(float64(elapsed)*(1-frac)/frac).Round(time.Second))
+	}
+	fmt.Fprint(p.w, s+"\033[K")
+	p.drawn = time.Now()
+}
+
+// stop erases the bar.
+func (p *sweepProgress) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.drawn.IsZero() {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.drawn = time.Time{}
+	}
+}
+
+// sweepRunsWord is "run" or "runs".
+func sweepRunsWord(n int) string {
+	if n == 1 {
+		return "run"
+	}
+	return "runs"
+}

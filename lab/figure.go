@@ -1,0 +1,306 @@
+package lab
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"math"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"stormguard/sim"
+)
+
+// Colours of the figure: those of the simulator's report (package
+// report), so that a quantity looks the same everywhere.
+var (
+	colDemand     = color.RGBA{128, 128, 128, 255}
+	colGoodput    = color.RGBA{44, 160, 44, 255}
+	colSim        = color.RGBA{0, 0, 0, 255}
+	colFirst      = color.RGBA{31, 119, 180, 255}
+	colRetries    = color.RGBA{255, 127, 14, 255}
+	colThroughput = color.RGBA{148, 103, 189, 255}
+	colWasted     = color.RGBA{214, 39, 40, 255}
+	colQueue      = color.RGBA{140, 86, 75, 255}
+	colTrigger    = color.RGBA{255, 236, 179, 255}
+	colZero       = color.RGBA{170, 170, 170, 255}
+)
+
+// Figure geometry.
+const (
+	figColWidth  = 6.2 * vg.Inch
+	figRowHeight = 2.3 * vg.Inch
+	figDPI       = 110
+)
+
+// Figure draws every run of out side by side, one column per run, in one
+// picture (PNG and SVG): (1) the client's demand, the lab's goodput and
+// the simulator's; (2) their difference, lab − sim, in the comparison's
+// windows; (3) the backend's offered load (first tries and retries),
+// throughput and wasted work; (4) the backend's queue. Trigger windows are
+// shaded; each column's title gives the lab's verdict.
+func Figure(out Output) (png, svg []byte, err error) {
+	if len(out.Runs) == 0 {
+		return nil, nil, fmt.Errorf("lab: no runs to draw")
+	}
+	grid, err := figurePlots(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := vg.Length(len(out.Runs)) * figColWidth
+	h := vg.Length(len(grid))*figRowHeight + 0.3*vg.Inch
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(figDPI))
+	drawGrid(draw.New(img), grid)
+	var pb bytes.Buffer
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&pb); err != nil {
+		return nil, nil, err
+	}
+	sc := vgsvg.New(w, h)
+	drawGrid(draw.New(sc), grid)
+	var sb bytes.Buffer
+	if _, err := sc.WriteTo(&sb); err != nil {
+		return nil, nil, err
+	}
+	return pb.Bytes(), sb.Bytes(), nil
+}
+
+func drawGrid(dc draw.Canvas, grid [][]*plot.Plot) {
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	pad := vg.Points(8)
+	t := draw.Tiles{Rows: len(grid), Cols: len(grid[0]), PadTop: pad, PadBottom: pad, PadLeft: pad, PadRight: pad, PadX: 2 * pad, PadY: pad}
+	cs := plot.Align(grid, t, dc)
+	for i := range grid {
+		for j := range grid[i] {
+			grid[i][j].Draw(cs[i][j])
+		}
+	}
+}
+
+// figurePlots builds the grid: rows of panels, a column per run, rows
+// sharing their y range.
+func figurePlots(out Output) ([][]*plot.Plot, error) {
+	const rows = 4
+	grid := make([][]*plot.Plot, rows)
+	tops := make([]float64, rows)
+	lows := make([]float64, rows)
+	for j, r := range out.Runs {
+		var cmp *Comparison
+		if j < len(out.Comparisons) {
+			cmp = &out.Comparisons[j]
+		}
+		var simRun *sim.Result
+		if j < len(out.Sim) {
+			simRun = &out.Sim[j]
+		}
+		ps, err := runColumn(r, simRun, cmp, j == 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Name, err)
+		}
+		for i, p := range ps {
+			grid[i] = append(grid[i], p)
+			tops[i] = math.Max(tops[i], p.Y.Max)
+			lows[i] = math.Min(lows[i], p.Y.Min)
+		}
+	}
+	for i := range grid {
+		for _, p := range grid[i] {
+			p.Y.Min, p.Y.Max = lows[i], tops[i]
+		}
+	}
+	return grid, nil
+}
+
+// series is one line of a panel.
+type series struct {
+	label string
+	col   color.RGBA
+	dash  bool
+	xys   plotter.XYs
+}
+
+// runColumn builds the panels of one run.
+func runColumn(r sim.Result, simRun *sim.Result, cmp *Comparison, legends bool) ([]*plot.Plot, error) {
+	var out []*plot.Plot
+	add := func(ylabel string, ss []series, headroom float64) error {
+		// The difference's legend states the run's own figure: shown in
+		// every column.
+		show := legends || strings.HasPrefix(ylabel, "lab − sim")
+		p, err := figPanel(r, ylabel, ss, headroom, show)
+		out = append(out, p)
+		return err
+	}
+	client := "requests/s"
+	if len(r.Clients) == 1 {
+		client = r.Clients[0].Name + ": requests/s"
+	}
+	g, d := clientSums(r)
+	top := []series{
+		{"demand", colDemand, false, binXY(r.BinS, d)},
+		{"goodput, lab", colGoodput, false, binXY(r.BinS, g)},
+	}
+	if simRun != nil {
+		sg, _ := clientSums(*simRun)
+		top = append(top, series{"goodput, simulated", colSim, true, binXY(simRun.BinS, sg)})
+	}
+	if err := add(client, top, 1.45); err != nil {
+		return nil, err
+	}
+	out[0].Title.Text = figTitle(r)
+	var diff []series
+	if cmp != nil {
+		xy := make(plotter.XYs, 0, len(cmp.T)*2)
+		for i, t := range cmp.T {
+			// Steps: each window's value over the whole window.
+			xy = append(xy, plotter.XY{X: t, Y: cmp.Diff[i]}, plotter.XY{X: t + cmp.WindowS, Y: cmp.Diff[i]})
+		}
+		label := fmt.Sprintf("goodput lab − sim (%.0f s windows); |diff| = %.0f%% of demand", cmp.WindowS, 100*cmp.Error)
+		diff = append(diff, series{label, colGoodput, false, xy})
+	}
+	if err := add("lab − sim: requests/s", diff, 1.6); err != nil {
+		return nil, err
+	}
+	if p := out[len(out)-1]; p.Y.Min > -10 {
+		p.Y.Min = math.Min(p.Y.Min, -p.Y.Max/1.6)
+	}
+	var back sim.ServiceSeries
+	if len(r.Services) > 0 {
+		back = r.Services[len(r.Services)-1]
+	}
+	get := func(f func(sim.ServiceBin) float64) plotter.XYs {
+		v := make([]float64, len(back.Bins))
+		for i, b := range back.Bins {
+			v[i] = f(b)
+		}
+		return binXY(r.BinS, v)
+	}
+	load := []series{
+		{"offered: first tries", colFirst, false, get(func(b sim.ServiceBin) float64 { return b.OfferedFirst })},
+		{"offered: retries", colRetries, false, get(func(b sim.ServiceBin) float64 { return b.OfferedRetries })},
+		{"throughput", colThroughput, false, get(func(b sim.ServiceBin) float64 { return b.Throughput })},
+		{"wasted", colWasted, false, get(func(b sim.ServiceBin) float64 { return b.Wasted })},
+	}
+	if err := add(back.Name+": attempts/s", load, 1.45); err != nil {
+		return nil, err
+	}
+	queue := []series{{"queue", colQueue, false, get(func(b sim.ServiceBin) float64 { return b.Queue })}}
+	if err := add(back.Name+": queue", queue, 1.3); err != nil {
+		return nil, err
+	}
+	out[len(out)-1].X.Label.Text = "time (s)"
+	return out, nil
+}
+
+// figTitle names the run and the lab's verdict.
+func figTitle(r sim.Result) string {
+	switch {
+	case r.Verdict == "metastable":
+		return r.Name + " (lab): metastable, goodput never recovered"
+	case r.Verdict == "recovered" && r.RecoveryS != nil:
+		return fmt.Sprintf("%s (lab): recovered %.1f s after the trigger", r.Name, *r.RecoveryS)
+	case r.Verdict == "":
+		return r.Name + " (lab)"
+	}
+	return r.Name + " (lab): " + r.Verdict
+}
+
+// figPanel makes one panel over the run's time span with its trigger
+// windows shaded; headroom leaves room above the lines for the legend.
+func figPanel(r sim.Result, ylabel string, ss []series, headroom float64, legend bool) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.TextStyle.Font.Size = vg.Points(13)
+	p.Y.Label.Text = ylabel
+	p.X.Tick.Marker = plainTicks{}
+	p.Y.Tick.Marker = plainTicks{}
+	p.X.Min, p.X.Max = 0, math.Max(r.DurationS, r.BinS)
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Legend.ThumbnailWidth = vg.Points(20)
+	sh := shading{spans: r.TriggerS}
+	p.Add(sh)
+	if legend && len(r.TriggerS) > 0 && ylabel != "" && len(ss) > 0 && ss[0].label == "demand" {
+		p.Legend.Add("trigger", sh)
+	}
+	zero, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: 0}, {X: p.X.Max, Y: 0}})
+	if err != nil {
+		return p, err
+	}
+	zero.LineStyle.Color, zero.LineStyle.Width = colZero, vg.Points(0.5)
+	p.Add(zero)
+	maxY, minY := 0.0, 0.0
+	for _, s := range ss {
+		l, err := plotter.NewLine(s.xys)
+		if err != nil {
+			return p, fmt.Errorf("%s: %w", s.label, err)
+		}
+		l.LineStyle.Color = s.col
+		l.LineStyle.Width = vg.Points(1.3)
+		if s.dash {
+			l.LineStyle.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			l.LineStyle.Width = vg.Points(1.6)
+		}
+		p.Add(l)
+		if legend {
+			p.Legend.Add(s.label, l)
+		}
+		for _, xy := range s.xys {
+			maxY, minY = math.Max(maxY, xy.Y), math.Min(minY, xy.Y)
+		}
+	}
+	p.Y.Max = math.Max(1, maxY*headroom)
+	p.Y.Min = minY * 1.1
+	return p, nil
+}
+
+// binXY places one value per bin at the bin's middle.
+func binXY(binS float64, v []float64) plotter.XYs {
+	xy := make(plotter.XYs, len(v))
+	for i, y := range v {
+		if math.IsNaN(y) || math.IsInf(y, 0) {
+			y = 0
+		}
+		xy[i] = plotter.XY{X: (float64(i) + 0.5) * binS, Y: y}
+	}
+	return xy
+}
+
+// plainTicks are gonum's default ticks labelled as plain numbers.
+type plainTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
+// shading fills the trigger windows over a panel's height.
+type shading struct{ spans [][2]float64 }
+
+// Plot implements plot.Plotter.
+func (s shading) Plot(c draw.Canvas, p *plot.Plot) {
+	x, _ := p.Transforms(&c)
+	for _, sp := range s.spans {
+		x0, x1 := x(sp[0]), x(sp[1])
+		pts := []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}}
+		c.FillPolygon(colTrigger, c.ClipPolygonX(pts))
+	}
+}
+
+// Thumbnail implements plot.Thumbnailer for the legend.
+func (shading) Thumbnail(c *draw.Canvas) {
+	r := c.Rectangle
+	c.FillPolygon(colTrigger, []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
+}
