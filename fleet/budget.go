@@ -397,6 +397,11 @@ func (b *Budget) NeedsClock() bool { return b.kind == budget.KindWindow }
 // Mode returns the budget's mode now.
 func (b *Budget) Mode() Mode { return Mode(b.mode.Load()) }
 
+// Fallback reports whether the budget has fallen back to this process's
+// local share because Redis is unreachable or slow: the metrics package
+// exports it as stormguard_budget_fallback.
+func (b *Budget) Fallback() bool { return b.Mode().Fallback() }
+
 // FleetSize returns the number of processes the budget counts on: the
 // larger of Config.FleetSize and the live leases seen in Redis at the last
 // round trip, at least 1.

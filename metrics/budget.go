@@ -17,7 +17,24 @@ import (
 // budget) RegisterBudget registers nothing and returns nil. It returns the
 // registry's error if reg refuses the gauges; registering the same
 // target's budget twice is such an error.
+//
+// A budget shared by a fleet (fleet.Budget, or any budget with a
+// Fallback() bool method) also gets stormguard_budget_fallback: 1 while this
+// process has fallen back to its local share because the shared store is
+// unreachable, 0 while it uses the fleet's budget.
 func RegisterBudget(reg prometheus.Registerer, l Labels, b budget.Budget) error {
+	if fb, ok := b.(interface{ Fallback() bool }); ok {
+		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: nameFallback, Help: helpFallback, ConstLabels: constLabels(sideClient, l)},
+			func() float64 {
+				if fb.Fallback() {
+					return 1
+				}
+				return 0
+			})
+		if err := reg.Register(g); err != nil {
+			return err
+		}
+	}
 	lv, ok := b.(interface{ Level() float64 })
 	if !ok {
 		return nil

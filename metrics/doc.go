@@ -43,6 +43,7 @@
 //	                                                                    canceled, other
 //	stormguard_budget_level            gauge      client                tokens in the retry budget now
 //	stormguard_budget_capacity         gauge      client                tokens in the retry budget when full
+//	stormguard_budget_fallback         gauge      client                1 while a fleet budget uses its local fallback share
 //	stormguard_offered_total           counter    server                requests that arrived (offered load)
 //	stormguard_wasted_total            counter    server                handlers that returned after their caller left or their
 //	                                                                    deadline passed: work nobody was waiting for
