@@ -5,11 +5,7 @@ import (
 	"time"
 
 	"stormguard/shed"
-	"stormguard/sim"
 )
-
-// defaultQueueCapacity is the simulator's: in effect unbounded.
-const defaultQueueCapacity = 200_000
 
 // pool is the worker pool of a service without defenses: at most workers
 // requests are served at once, the others wait in a queue of the
@@ -79,26 +75,4 @@ func (p *pool) gauges() (queued, busy int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.q.Len(), p.busy
-}
-
-// queueConfig is the shed.Config of a scenario queue, as the simulator
-// builds it.
-func queueConfig(qs sim.QueueSpec, minRemaining time.Duration) shed.Config {
-	c := shed.Config{Capacity: qs.Capacity, CoDelTarget: qs.CoDelTarget, CoDelInterval: qs.CoDelInterval, MinRemaining: minRemaining}
-	if c.Capacity == 0 {
-		c.Capacity = defaultQueueCapacity
-	}
-	switch qs.Discipline {
-	case "lifo":
-		c.Order, c.Priority = shed.LIFO, shed.NoPriority
-	case "first-tries-first":
-		c.Order, c.Priority = shed.FIFO, shed.FirstTries
-	case "adaptive-lifo":
-		c.Order, c.Priority = shed.AdaptiveLIFO, shed.NoPriority
-	case "first-tries-adaptive-lifo":
-		c.Order, c.Priority = shed.AdaptiveLIFO, shed.FirstTries
-	default:
-		c.Order, c.Priority = shed.FIFO, shed.NoPriority
-	}
-	return c
 }

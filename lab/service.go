@@ -56,7 +56,7 @@ type reqState struct{ ran bool }
 func newService(cfg ServiceConfig, clk clock) (*service, error) {
 	s := &service{cfg: cfg, clk: clk, counts: newServiceCounts(clk),
 		rng: rand.New(rand.NewPCG(cfg.Seed, streamID("service", cfg.Name)))}
-	qc := queueConfig(cfg.Queue, cfg.MinRemaining)
+	qc := cfg.Queue.ShedConfig(cfg.MinRemaining)
 	if cfg.Defended {
 		sc := httpx.ServerConfig{Queue: qc, MinRemaining: cfg.MinRemaining, MaxTimeout: httpx.DefaultMaxTimeout,
 			Limit: limit.Spec{Kind: limit.KindFixed, Limit: cfg.Workers}}

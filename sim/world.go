@@ -165,12 +165,17 @@ func streamID(parts ...string) uint64 {
 	return h.Sum64()
 }
 
-const defaultQueueCapacity = 200_000
+// DefaultQueueCapacity is a queue's capacity when the scenario gives none:
+// in effect unbounded.
+const DefaultQueueCapacity = 200_000
 
-func queueConfig(q QueueSpec, minRemain time.Duration) shed.Config {
+// ShedConfig is the shed.Config of the queue q describes, with minRemain as
+// the minimum time left to start work: the simulator's and the lab's queues
+// are built from it, so a scenario's discipline means the same queue in both.
+func (q QueueSpec) ShedConfig(minRemain time.Duration) shed.Config {
 	c := shed.Config{Capacity: q.Capacity, CoDelTarget: q.CoDelTarget, CoDelInterval: q.CoDelInterval, MinRemaining: minRemain}
 	if c.Capacity == 0 {
-		c.Capacity = defaultQueueCapacity
+		c.Capacity = DefaultQueueCapacity
 	}
 	switch q.Discipline {
 	case "lifo":
@@ -205,7 +210,7 @@ func newWorld(sc Scenario) (*world, error) {
 		v.expire = spec.ExpiredDrop
 		v.minRemain = spec.MinRemaining
 		v.rng = engine.Stream(sc.Seed, streamID("service", spec.Name))
-		q, err := shed.New[int32](queueConfig(spec.Queue, spec.MinRemaining))
+		q, err := shed.New[int32](spec.Queue.ShedConfig(spec.MinRemaining))
 		if err != nil {
 			return nil, fmt.Errorf("service %s: queue: %w", spec.Name, err)
 		}
