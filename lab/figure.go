@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -15,21 +14,21 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"stormguard/report"
 	"stormguard/sim"
 )
 
-// Colours of the figure: those of the simulator's report (package
-// report), so that a quantity looks the same everywhere.
+// Colours of the figure: the report's own (report.Colour), so that a
+// quantity looks the same everywhere; the simulated curve is black.
 var (
-	colDemand     = color.RGBA{128, 128, 128, 255}
-	colGoodput    = color.RGBA{44, 160, 44, 255}
+	colDemand     = report.Colour("demand")
+	colGoodput    = report.Colour("goodput")
 	colSim        = color.RGBA{0, 0, 0, 255}
-	colFirst      = color.RGBA{31, 119, 180, 255}
-	colRetries    = color.RGBA{255, 127, 14, 255}
-	colThroughput = color.RGBA{148, 103, 189, 255}
-	colWasted     = color.RGBA{214, 39, 40, 255}
-	colQueue      = color.RGBA{140, 86, 75, 255}
-	colTrigger    = color.RGBA{255, 236, 179, 255}
+	colFirst      = report.Colour("offered_first")
+	colRetries    = report.Colour("offered_retries")
+	colThroughput = report.Colour("throughput")
+	colWasted     = report.Colour("wasted")
+	colQueue      = report.Colour("queue")
 	colZero       = color.RGBA{170, 170, 170, 255}
 )
 
@@ -217,14 +216,14 @@ func figPanel(r sim.Result, ylabel string, ss []series, headroom float64, legend
 	p := plot.New()
 	p.Title.TextStyle.Font.Size = vg.Points(13)
 	p.Y.Label.Text = ylabel
-	p.X.Tick.Marker = plainTicks{}
-	p.Y.Tick.Marker = plainTicks{}
+	p.X.Tick.Marker = report.PlainTicks{}
+	p.Y.Tick.Marker = report.PlainTicks{}
 	p.X.Min, p.X.Max = 0, math.Max(r.DurationS, r.BinS)
 	p.Y.Min, p.Y.Max = 0, 1
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	p.Legend.ThumbnailWidth = vg.Points(20)
-	sh := shading{spans: r.TriggerS}
+	sh := report.TriggerShade(r.TriggerS)
 	p.Add(sh)
 	if legend && len(r.TriggerS) > 0 && ylabel != "" && len(ss) > 0 && ss[0].label == "demand" {
 		p.Legend.Add("trigger", sh)
@@ -270,37 +269,4 @@ func binXY(binS float64, v []float64) plotter.XYs {
 		xy[i] = plotter.XY{X: (float64(i) + 0.5) * binS, Y: y}
 	}
 	return xy
-}
-
-// plainTicks are gonum's default ticks labelled as plain numbers.
-type plainTicks struct{}
-
-// Ticks implements plot.Ticker.
-func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
-		}
-	}
-	return ts
-}
-
-// shading fills the trigger windows over a panel's height.
-type shading struct{ spans [][2]float64 }
-
-// Plot implements plot.Plotter.
-func (s shading) Plot(c draw.Canvas, p *plot.Plot) {
-	x, _ := p.Transforms(&c)
-	for _, sp := range s.spans {
-		x0, x1 := x(sp[0]), x(sp[1])
-		pts := []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}}
-		c.FillPolygon(colTrigger, c.ClipPolygonX(pts))
-	}
-}
-
-// Thumbnail implements plot.Thumbnailer for the legend.
-func (shading) Thumbnail(c *draw.Canvas) {
-	r := c.Rectangle
-	c.FillPolygon(colTrigger, []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
 }

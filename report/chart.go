@@ -33,6 +33,31 @@ var palette = map[string]color.RGBA{
 	"trigger":         {255, 236, 179, 255}, // pale amber shading
 }
 
+// Colour returns the report's colour for a quantity: "demand", "goodput",
+// "offered_first", "offered_retries", "throughput", "wasted", "queue",
+// "shed", "expired", "limit" or "trigger" (black for an unknown name).
+// Other figures (the lab's) use it so a quantity looks the same everywhere.
+func Colour(quantity string) color.RGBA {
+	if c, ok := palette[quantity]; ok {
+		return c
+	}
+	return color.RGBA{A: 255}
+}
+
+// PlainTicks is the tick marker of every chart: gonum's default ticks
+// labelled as plain numbers (25000, not 25000.00).
+type PlainTicks = ticks
+
+// TriggerShade returns the plotter that shades the trigger windows (start
+// and end, in seconds) over a panel's whole height, with its legend
+// thumbnail; add it first, so lines are drawn over it.
+func TriggerShade(spans [][2]float64) interface {
+	plot.Plotter
+	plot.Thumbnailer
+} {
+	return shade{spans: spans}
+}
+
 // dashes tell apart the clients (or services) of one panel.
 var dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(3), vg.Points(2), vg.Points(3)}}
 
