@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"stormguard/analyze"
 	"stormguard/examples"
 	"stormguard/sim"
 	"stormguard/sweep"
@@ -60,9 +61,11 @@ func browserChromium(t *testing.T) string {
 	return ""
 }
 
-// TestReportsRenderInChromium writes the sim report of a real small run
-// and the sweep report of a real small sweep, opens each page in headless
-// Chromium with the network off, and checks that every chart rendered.
+// TestReportsRenderInChromium writes the sim report of a real small run,
+// the sweep report of a real small sweep and the analyze report of the
+// same scenario (all three charts: amplification, vulnerable load, fluid
+// model), opens each page in headless Chromium with the network off, and
+// checks that every chart rendered.
 func TestReportsRenderInChromium(t *testing.T) {
 	bin := browserChromium(t)
 	dir := t.TempDir()
@@ -102,10 +105,20 @@ func TestReportsRenderInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The analyze report: the checklist of the same scenario.
+	rep, err := analyze.File(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	analyzeDir := filepath.Join(dir, "analyze")
+	if err := WriteAnalyze(analyzeDir, rep); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, page := range []struct {
 		dir    string
 		charts int
-	}{{simDir, len(out.Runs)}, {sweepDir, 2}} {
+	}{{simDir, len(out.Runs)}, {sweepDir, 2}, {analyzeDir, 3}} {
 		t.Run(filepath.Base(page.dir), func(t *testing.T) {
 			t.Parallel()
 			charts := browserCharts(t, bin, page.dir)

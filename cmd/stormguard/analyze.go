@@ -7,13 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"stormguard/analyze"
+	"stormguard/report"
 	"stormguard/sim"
 )
 
-const analyzeHelp = `Usage: stormguard analyze FILE [--run NAME] [--json]
+const analyzeHelp = `Usage: stormguard analyze FILE [--run NAME] [--out DIR] [--json]
 
 Computes the retry-storm checklist of a scenario FILE (the YAML of
 stormguard sim: clients, services, calls, policies; see examples/) without
@@ -36,6 +38,13 @@ docs/analyze.md states every rule and formula.
 
 Flags (before or after FILE; -flag and --flag are the same):
   --run NAME  analyse only the run NAME ("(base)" for the base scenario)
+  --out DIR   also write a report into DIR (made if missing): index.html
+              (one self-contained page: the verdict, what to change, the
+              key numbers, the findings and the charts), analysis.json
+              (the JSON of --json), and PNG + SVG charts: amplification
+              per dependency path, vulnerable load against the configured
+              rate, and the fluid model's goodput against load (when a
+              service fits it); written before the exit status is decided
   --json      print one JSON object on stdout instead of the text:
               {"file", "scenario", "analyses": [{"run", "paths",
               "services", "findings": [{"rule", "severity", "where",
@@ -65,11 +74,12 @@ func (e findingsError) Error() string {
 // runAnalyze is `stormguard analyze`.
 func runAnalyze(_ context.Context, args []string, stdout, _ io.Writer) error {
 	var asJSON bool
-	var only string
+	var only, out string
 	fs := flag.NewFlagSet("analyze", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of the text")
 	fs.StringVar(&only, "run", "", "analyse only the run `NAME`")
+	fs.StringVar(&out, "out", "", "write a report into `DIR`")
 	pos, err := parseInterleaved(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -93,12 +103,22 @@ func runAnalyze(_ context.Context, args []string, stdout, _ io.Writer) error {
 			return err
 		}
 	}
+	if out != "" {
+		if err := report.WriteAnalyze(out, rep); err != nil {
+			return fmt.Errorf("analyze: report: %w", err)
+		}
+	}
 	if asJSON {
 		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
 			return err
 		}
-	} else if err := rep.WriteText(stdout); err != nil {
-		return err
+	} else {
+		if err := rep.WriteText(stdout); err != nil {
+			return err
+		}
+		if out != "" {
+			fmt.Fprintf(stdout, "Report: %s\n", filepath.Join(out, "index.html"))
+		}
 	}
 	if rep.Errors > 0 {
 		runs := 0

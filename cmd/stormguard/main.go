@@ -4,7 +4,7 @@
 //
 //	stormguard sim [FILE] [--out DIR] [--seed N] [--json]
 //	stormguard sweep [FILE] [--out DIR] [--json] [--shard I/N] [--workers N]
-//	stormguard analyze FILE [--run NAME] [--json]
+//	stormguard analyze FILE [--run NAME] [--out DIR] [--json]
 //	stormguard lab [FILE] [--out DIR] [--seed N] [--json]
 //	stormguard fleet show|set …
 //	stormguard version
@@ -42,7 +42,7 @@ const mainHelp = `stormguard: defenses against retry storms, and a simulator tha
 Usage:
   stormguard sim [FILE] [--out DIR] [--seed N] [--json]
   stormguard sweep [FILE] [--out DIR] [--json] [--shard I/N] [--workers N]
-  stormguard analyze FILE [--run NAME] [--json]
+  stormguard analyze FILE [--run NAME] [--out DIR] [--json]
   stormguard lab [FILE] [--out DIR] [--seed N] [--json]
   stormguard fleet show|set [flags]
   stormguard version
