@@ -205,10 +205,9 @@ func (b *Budget) setup() {
 		b.refund = !s.NoRefund
 		b.flushCredit = int64(b.cfg.FlushEvery) * b.reward
 		for c := range b.tickets {
-			// A fresh bucket per cause issues the ticket that carries that
-			// cause's price; EndAt recognises it by comparison.
-			scratch := budget.NewTokenBucket(s.Capacity, s.RetryCost, s.ThrottleCost, s.TimeoutCost, s.SuccessReward, !s.NoRefund)
-			b.tickets[c], _ = scratch.RetryAt(time.Time{}, budget.Cause(c))
+			// The ticket of a retry carries its price in milli-tokens
+			// (at most 10⁹: capacities are at most 10⁶ tokens).
+			b.tickets[c] = budget.NewTicket(int32(b.cost[c]))
 		}
 		b.spec = fmt.Sprintf("token-bucket %d %d/%d/%d %d %t", b.capacity, b.cost[0], b.cost[1], b.cost[2], b.reward, b.refund)
 	case budget.KindWindow:
@@ -217,7 +216,7 @@ func (b *Budget) setup() {
 		b.widthUS = s.Window.Microseconds() / 10
 		b.ratioMicro = int64(math.Round(s.Ratio * 1e6))
 		b.floorMicro = int64(math.Round(s.Floor * s.Window.Seconds() * 1e6))
-		b.permit, _ = budget.Unlimited{}.RetryAt(time.Time{}, budget.Transient)
+		b.permit = budget.NewTicket(0)
 		b.renewEvery = min(b.renewEvery, s.Window/10)
 		b.spec = fmt.Sprintf("window %d %d %d", b.widthUS, b.ratioMicro, b.floorMicro)
 	}
@@ -365,15 +364,13 @@ func (b *Budget) EndAt(now time.Time, o budget.Outcome, t budget.Ticket) {
 	}
 }
 
-// costOf returns the price a ticket of this budget paid (0 for a ticket it
-// did not issue).
+// costOf returns the price a retry's ticket paid, in milli-tokens (0 for a
+// first attempt's ticket or a window's permit).
 func (b *Budget) costOf(t budget.Ticket) int64 {
-	for i := range b.tickets {
-		if t == b.tickets[i] {
-			return b.cost[i]
-		}
+	if !t.Retry() {
+		return 0
 	}
-	return 0
+	return int64(t.Data())
 }
 
 // addCapped adds n to the lease, up to the fallback cap (fallback mode).
