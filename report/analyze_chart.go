@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"image/color"
@@ -12,8 +11,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"stormguard/analyze"
 )
@@ -567,49 +564,7 @@ func analyzeFigure(plots []*plot.Plot, entries sweepLegend, rowHeight vg.Length)
 		w = 16*vg.Inch + legendWidth + vg.Inch
 	}
 	h := vg.Length(rows) * rowHeight
-	render := func(dc draw.Canvas) {
-		dc.SetColor(color.White)
-		dc.Fill(dc.Rectangle.Path())
-		area := draw.Crop(dc, 0, -legendWidth-vg.Inch, 0, 0)
-		pad := vg.Points(10)
-		tiles := draw.Tiles{Rows: rows, Cols: cols, PadTop: pad, PadBottom: pad, PadLeft: pad, PadRight: pad, PadX: 3 * pad, PadY: 2 * pad}
-		grid := make([][]*plot.Plot, rows)
-		for i := range grid {
-			grid[i] = make([]*plot.Plot, cols)
-			for j := range cols {
-				if k := i*cols + j; k < len(plots) {
-					grid[i][j] = plots[k]
-				}
-			}
-		}
-		canvases := plot.Align(grid, tiles, area)
-		for i := range grid {
-			for j, p := range grid[i] {
-				if p != nil {
-					p.Draw(canvases[i][j])
-				}
-			}
-		}
-		top := canvases[0][0]
-		lc := draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
-			Min: vg.Point{X: area.Max.X + pad, Y: top.Min.Y},
-			Max: vg.Point{X: dc.Max.X - pad, Y: top.Max.Y - 3*pad},
-		}}
-		leg.Draw(lc)
-	}
-	img := vgimg.New(w, h)
-	render(draw.New(img))
-	var pb bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&pb); err != nil {
-		return nil, nil, err
-	}
-	sc := vgsvg.New(w, h)
-	render(draw.New(sc))
-	var sb bytes.Buffer
-	if _, err := sc.WriteTo(&sb); err != nil {
-		return nil, nil, err
-	}
-	return pb.Bytes(), sb.Bytes(), nil
+	return gridFigure(plots, rows, cols, leg, w, h, legendWidth+vg.Inch, 3)
 }
 
 // analyzeDiamondGlyph is a filled diamond ("you run here").

@@ -371,12 +371,20 @@ func sweepFigure(plots []*plot.Plot, entries sweepLegend) (png, svg []byte, err 
 		w = 7*vg.Inch + legendWidth
 	}
 	h := vg.Length(rows) * sweepRowHeight
+	return gridFigure(plots, rows, cols, leg, w, h, legendWidth+vg.Points(12), 2)
+}
+
+// gridFigure draws plots in a grid of rows × cols (row by row, empty cells
+// where plots run out) on a w × h page with leg in the rightmost legendRoom,
+// and encodes it as PNG and SVG. padX is the space between columns, in
+// units of the 10 pt padding. The sweep's and the analysis's charts share it.
+func gridFigure(plots []*plot.Plot, rows, cols int, leg plot.Legend, w, h, legendRoom vg.Length, padX float64) (png, svg []byte, err error) {
 	render := func(dc draw.Canvas) {
 		dc.SetColor(color.White)
 		dc.Fill(dc.Rectangle.Path())
-		area := draw.Crop(dc, 0, -legendWidth-vg.Points(12), 0, 0)
+		area := draw.Crop(dc, 0, -legendRoom, 0, 0)
 		pad := vg.Points(10)
-		tiles := draw.Tiles{Rows: rows, Cols: cols, PadTop: pad, PadBottom: pad, PadLeft: pad, PadRight: pad, PadX: 2 * pad, PadY: 2 * pad}
+		tiles := draw.Tiles{Rows: rows, Cols: cols, PadTop: pad, PadBottom: pad, PadLeft: pad, PadRight: pad, PadX: vg.Length(padX) * pad, PadY: 2 * pad}
 		grid := make([][]*plot.Plot, rows)
 		for i := range grid {
 			grid[i] = make([]*plot.Plot, cols)
