@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -80,15 +79,12 @@ func runAnalyze(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of the text")
 	fs.StringVar(&only, "run", "", "analyse only the run `NAME`")
 	fs.StringVar(&out, "out", "", "write a report into `DIR`")
-	pos, err := parseInterleaved(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, analyzeHelp)
-		return nil
-	case err != nil:
-		return usageError{fmt.Sprintf("analyze: %v (see stormguard analyze --help)", err)}
-	case len(pos) != 1:
-		return usageError{fmt.Sprintf("analyze takes one FILE, got %d (see stormguard analyze --help)", len(pos))}
+	pos, helped, err := parseCommand(fs, args, analyzeHelp, stdout)
+	if helped || err != nil {
+		return err
+	}
+	if err := atMostOneFile("analyze", pos, true); err != nil {
+		return err
 	}
 	file, err := sim.Load(pos[0])
 	if err != nil {

@@ -72,15 +72,12 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f.set(fs)
-	pos, err := parseInterleaved(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, labHelp)
-		return nil
-	case err != nil:
-		return usageError{fmt.Sprintf("lab: %v (see stormguard lab --help)", err)}
-	case len(pos) > 1:
-		return usageError{fmt.Sprintf("lab takes one FILE, got %d: %q (see stormguard lab --help)", len(pos), pos)}
+	pos, helped, err := parseCommand(fs, args, labHelp, stdout)
+	if helped || err != nil {
+		return err
+	}
+	if err := atMostOneFile("lab", pos, false); err != nil {
+		return err
 	}
 	var file sim.File
 	if len(pos) == 0 {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,15 +68,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f.set(fs)
-	pos, err := parseInterleaved(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, simHelp)
-		return nil
-	case err != nil:
-		return usageError{fmt.Sprintf("sim: %v (see stormguard sim --help)", err)}
-	case len(pos) > 1:
-		return usageError{fmt.Sprintf("sim takes one FILE, got %d: %q (see stormguard sim --help)", len(pos), pos)}
+	pos, helped, err := parseCommand(fs, args, simHelp, stdout)
+	if helped || err != nil {
+		return err
+	}
+	if err := atMostOneFile("sim", pos, false); err != nil {
+		return err
 	}
 
 	file, err := load(pos)
@@ -113,6 +111,32 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	printTable(stdout, out, changes, time.Since(start))
 	if f.out != "" {
 		fmt.Fprintf(stdout, "Report: %s\n", filepath.Join(f.out, "index.html"))
+	}
+	return nil
+}
+
+// parseCommand parses a subcommand's arguments with fs (named after the
+// command): flags before or after the positional arguments, which it
+// returns. On -h or --help it prints help to stdout and reports helped; a bad
+// flag is a usage error that points at the command's help.
+func parseCommand(fs *flag.FlagSet, args []string, help string, stdout io.Writer) (pos []string, helped bool, err error) {
+	pos, err = parseInterleaved(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, help)
+		return nil, true, nil
+	case err != nil:
+		cmd := strings.Fields(fs.Name())[0]
+		return nil, false, usageError{fmt.Sprintf("%s: %v (see stormguard %s --help)", fs.Name(), err, cmd)}
+	}
+	return pos, false, nil
+}
+
+// atMostOneFile is the usage error of a command given more than one FILE
+// (or, with required, none).
+func atMostOneFile(cmd string, pos []string, required bool) error {
+	if len(pos) > 1 || required && len(pos) == 0 {
+		return usageError{fmt.Sprintf("%s takes one FILE, got %d: %q (see stormguard %s --help)", cmd, len(pos), pos, cmd)}
 	}
 	return nil
 }

@@ -228,15 +228,12 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f.set(fs)
-	pos, err := parseInterleaved(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, sweepHelp)
-		return nil
-	case err != nil:
-		return usageError{fmt.Sprintf("sweep: %v (see stormguard sweep --help)", err)}
-	case len(pos) > 1:
-		return usageError{fmt.Sprintf("sweep takes one FILE, got %d: %q (see stormguard sweep --help)", len(pos), pos)}
+	pos, helped, err := parseCommand(fs, args, sweepHelp, stdout)
+	if helped || err != nil {
+		return err
+	}
+	if err := atMostOneFile("sweep", pos, false); err != nil {
+		return err
 	}
 	opts, err := f.options()
 	if err != nil {
@@ -334,14 +331,11 @@ func runSweepMerge(args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&out, "out", "", "write a report into DIR")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
-	pos, err := parseInterleaved(fs, args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, sweepHelp)
-		return nil
-	case err != nil:
-		return usageError{fmt.Sprintf("sweep merge: %v (see stormguard sweep --help)", err)}
-	case len(pos) == 0:
+	pos, helped, err := parseCommand(fs, args, sweepHelp, stdout)
+	if helped || err != nil {
+		return err
+	}
+	if len(pos) == 0 {
 		return usageError{"sweep merge needs the parts: shard-I-of-N.json files or directories holding them"}
 	}
 	var paths []string
