@@ -103,10 +103,17 @@ func (c Gradient2Config) Validate() error {
 // no fixed point: the limit grows by 0.8 per sample until the RTT outruns
 // the long average by Tolerance, falls back, and starts again. In the
 // package's closed-loop test (C = 8, D = 10 ms, Min 1) it saws between
-// about 15 and 88, averaging about 46, and the same at C = 4. Prefer
-// [Vegas] for a server that is kept saturated; Gradient2 suits one that is
-// saturated only now and then, so that its long average holds the latency
-// of normal times.
+// about 15 and 88, averaging about 46, and the same at C = 4. This is the
+// published algorithm's behaviour, not a flaw of this port: Netflix's own
+// tracker records it (concurrency-limits issue #137, a steady RTT lets the
+// limit grow to Max; PR #134, still open, where failsafe-go's author reports
+// the limit creeping up without end under modest overload). Tuning does not
+// remove it: Tolerance 1.0–1.5 with QueueSize 1–4 gives at best a mean of
+// about 17 at C = 8. A no-load baseline (the minimum RTT) would give a fixed
+// point, but one that must be probed to stay current, which is what Vegas
+// does. Prefer [Vegas] for a server that is kept saturated; Gradient2 suits
+// one that is saturated only now and then, so that its long average holds
+// the latency of normal times.
 //
 // The zero Gradient2 behaves as one built from the zero [Gradient2Config].
 // A Gradient2 is not safe for concurrent use (wrap it in a [Limiter]);
