@@ -109,9 +109,13 @@ func (c Gradient2Config) Validate() error {
 // limit grow to Max; PR #134, still open, where failsafe-go's author reports
 // the limit creeping up without end under modest overload). Tuning does not
 // remove it: Tolerance 1.0–1.5 with QueueSize 1–4 gives at best a mean of
-// about 17 at C = 8. A no-load baseline (the minimum RTT) would give a fixed
-// point, but one that must be probed to stay current, which is what Vegas
-// does. Prefer [Vegas] for a server that is kept saturated; Gradient2 suits
+// about 17 at C = 8. A no-load baseline gives a fixed point but goes stale:
+// measured in the same loop with the minimum RTT ever seen in place of the
+// long average, the limit settles at C + QueueSize (Tolerance 1; mean 11.6
+// at C = 8) or about 1.5 C + QueueSize (Tolerance 1.5; mean 16.4), and once
+// the no-load latency triples it sits at 2 × QueueSize = 8 whatever the
+// capacity (C = 16 included). Keeping such a baseline current takes probing,
+// which is what Vegas does. Prefer [Vegas] for a server that is kept saturated; Gradient2 suits
 // one that is saturated only now and then, so that its long average holds
 // the latency of normal times.
 //
