@@ -2,7 +2,9 @@
 # Times seed 004's Python program and stormguard's simulator on the same
 # model and parameters (examples/seed004.yaml, scenario A: 5 arrivals and
 # 10 admissions per tick, up to 5 retries with ±50 % jittered exponential
-# backoff) at 200, 2,000 and 20,000 ticks, and prints the speed ratio.
+# backoff) at 1, 200, 2,000 and 20,000 ticks, and prints the speed ratio,
+# then splits each program's cost into a per-run part (the 1-tick run) and a
+# per-tick part.
 #
 # The Python program is read from the seed document at run time; nothing of
 # it is stored in this repository. Usage, from the repository root:
@@ -25,4 +27,9 @@ print(f"{'ticks':>7} {'python s/run':>13} {'stormguard s/run':>17} {'ratio':>7}"
 for ticks in sorted(go, key=int):
     p, g = py[ticks], go[ticks]
     print(f"{ticks:>7} {p:>13.6f} {g:>17.6f} {p / g:>6.1f}×")
+p1, g1 = py["1"], go["1"]
+print()
+print(f"per run (1 tick):      python {p1 * 1e6:8.1f} µs   stormguard {g1 * 1e6:8.1f} µs")
+print(f"per tick, 200 ticks:   python {(py['200'] - p1) / 199 * 1e6:8.2f} µs   stormguard {(go['200'] - g1) / 199 * 1e6:8.2f} µs")
+print(f"100× at 200 ticks needs a stormguard run of {py['200'] / 100 * 1e6:.1f} µs")
 PY
