@@ -1,7 +1,6 @@
 package limit
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,13 +17,50 @@ import (
 //	DroppedAt(now)   failed from overload (a downstream timeout or rejection): a drop sample
 //	IgnoreAt(now)    neither, e.g. the caller gave up or the request was invalid: no sample
 //
-// The in-flight count and the current limit are atomics, so AcquireAt is a
-// few loads and one compare-and-swap; a release decrements the count and runs
-// the algorithm's Update under a mutex that guards nothing else (no
-// callback is called while it is held; with [Fixed], which learns nothing,
-// there is no Update and no mutex). An acquire plus a release allocates
-// nothing and costs about 45–50 ns on one goroutine, 30 ns with Fixed (see
-// BenchmarkLimiter).
+// The in-flight count, the algorithm's limit and a lock bit that guards the
+// algorithm share one atomic 64-bit word, so that a request pays at most
+// three locked instructions: AcquireAt reads the word and compare-and-swaps
+// the count up; a release with a sample compare-and-swaps the count down and
+// takes the lock bit in the same step, runs the algorithm's Update, and
+// clears the bit with one atomic add that also stores the new limit. IgnoreAt,
+// and every release with [Fixed] (which learns nothing), only subtracts one.
+// No callback is called while the bit is held. An acquire plus a release
+// allocates nothing and costs about 38–42 ns on one goroutine with
+// wall-clock instants, 43–46 ns with virtual ones (whose Time.Sub is
+// slower), 28 ns with Fixed (BenchmarkLimiter on the project's VM;
+// BENCHMARKS.md has the figures).
+//
+// A release that finds the bit held by another release does not wait: it
+// frees its slot, and its sample is skipped, counted but never seen by the
+// algorithm. So Update never runs concurrently and no release ever waits
+// for another, but samples are lost under contention, and that costs
+// learning. Which release is skipped depends on timing, not on its RTT or
+// outcome, so steady traffic feeds the algorithm a fair subset of its
+// samples; but releases that bunch together (a burst of requests finishing
+// at once, say after a stall downstream, with long RTTs or drops) are
+// thinned more than lone ones, so the algorithm reacts to such a burst as
+// to fewer requests, and the rules that count samples (AIMD's +1 per good
+// sample and × 0.9 per drop, the Vegas and Gradient2 steps) move the limit
+// less per request. And if the goroutine that holds the bit is descheduled
+// in the middle of an Update (on an overloaded machine), every sample until
+// it runs again is skipped. The share lost grows with the rate of releases
+// and with how long an Update holds the bit, which across cores is well
+// above BenchmarkUpdate's 4–12 ns, since the algorithm's state has to come
+// from the core that ran the previous Update. On the project's 2-core VM,
+// both cores releasing, Vegas and Gradient2 lost 0–11 % of their samples
+// with 1.2 µs of work per request, 3–33 % with 0.25 µs
+// (BenchmarkLimiterParallelWork) and 20–58 % with none
+// (BenchmarkLimiterParallel); AIMD, whose Update is shorter, at most
+// 1.2 %, 4 % and 27 % (ranges over several runs on a shared, unevenly
+// loaded machine). Waiting up to 128 re-reads of the word (0.1–0.2 µs) before
+// giving up was tried: depending on the run it saved few or most of those
+// samples, and it made contended releases up to 1.5 times as slow.
+//
+// The word holds the count as a signed 32-bit number and the algorithm's
+// limit in 31 bits: a limit or an override above 2³¹ − 1 acts as 2³¹ − 1
+// ([Spec] limits stop at 2³⁰), and a negative limit from an algorithm that
+// breaks its contract acts as 0. A permit released twice makes the count
+// wrong (InFlight may go negative) but cannot touch the lock or the limit.
 //
 // When a [killswitch.Dials] is attached ([WithDials]) and its limit override
 // is set, the override replaces the algorithm's limit for admission; the
@@ -34,14 +70,48 @@ import (
 // A Limiter is safe for concurrent use. The zero Limiter is not usable:
 // build one with [NewLimiter]. It must not be copied after first use.
 type Limiter struct {
-	inFlight atomic.Int64
-	limit    atomic.Int64 // the algorithm's limit, as of its last Update
-	dials    *killswitch.Dials
+	// The first cache line holds what every acquire and release reads;
+	// skipped, written only when a release skips its sample, is on a line
+	// of its own, so that counting a skip does not take the hot line from
+	// the other cores a second time. (A Limiter is 128 bytes, a size class
+	// whose objects start on a 64-byte boundary.)
+	state  atomic.Uint64 // in flight, update lock and the algorithm's limit (layout below)
+	dials  *killswitch.Dials
+	alg    Algorithm // guarded by the update lock (lockBit of state)
+	static bool      // alg is a Fixed: releases need not feed it
+	_      [64 - 40]byte
 
-	mu     sync.Mutex // guards alg
-	alg    Algorithm
-	static bool // alg is a Fixed: releases need not feed it
+	skipped atomic.Uint64 // samples not fed because the update lock was held
+	_       [64 - 8]byte
 }
+
+// The layout of Limiter.state, one 64-bit word:
+//
+//	bits 32–63  the number of requests in flight, a signed 32-bit count
+//	bit  31     the update lock: set while one release runs alg.Update
+//	bits 0–30   the algorithm's limit as of its last Update, 0 to 2³¹ − 1
+//
+// The count is on top so that adding or subtracting countOne never carries
+// into the lock or the limit: a permit released twice makes the count
+// wrong (negative, as InFlight reports) but cannot take or free the lock.
+// The count only grows while it is below the limit admission applies, at
+// most maxWordLimit, so it cannot overflow either.
+const (
+	limitMask    = 1<<31 - 1 // the algorithm's limit
+	lockBit      = 1 << 31   // the update lock
+	countShift   = 32
+	countOne     = 1 << countShift         // one request in flight
+	countMinus   = -countOne & (1<<64 - 1) // one request fewer, as a uint64 to Add
+	maxWordLimit = limitMask               // the largest limit the word holds: 2³¹ − 1
+)
+
+// wordLimit returns limit bounded to what the state word holds, [0, 2³¹ − 1].
+func wordLimit(limit int) uint64 {
+	return uint64(max(0, min(limit, maxWordLimit)))
+}
+
+// inFlightOf returns the in-flight count of the state word w.
+func inFlightOf(w uint64) int64 { return int64(int32(w >> countShift)) }
 
 // Option configures a [Limiter] in [NewLimiter].
 type Option func(*Limiter)
@@ -61,7 +131,7 @@ func NewLimiter(alg Algorithm, opts ...Option) *Limiter {
 	}
 	_, static := alg.(Fixed)
 	l := &Limiter{alg: alg, static: static}
-	l.limit.Store(int64(alg.Limit()))
+	l.state.Store(wordLimit(alg.Limit()))
 	for _, o := range opts {
 		o(l)
 	}
@@ -74,13 +144,18 @@ func NewLimiter(alg Algorithm, opts ...Option) *Limiter {
 // returns the zero Permit and false, and nothing changes: a refusal is not a
 // sample. now is the request's start, from which its RTT is measured.
 func (l *Limiter) AcquireAt(now time.Time) (Permit, bool) {
-	limit := l.Limit()
+	override, overridden := l.override()
 	for {
-		n := l.inFlight.Load()
-		if n >= int64(limit) {
+		w := l.state.Load()
+		limit := int64(w & limitMask)
+		if overridden {
+			limit = int64(override)
+		}
+		n := inFlightOf(w)
+		if n >= limit {
 			return Permit{}, false
 		}
-		if l.inFlight.CompareAndSwap(n, n+1) {
+		if l.state.CompareAndSwap(w, w+countOne) {
 			return Permit{l: l, start: now, inFlight: int(n + 1)}, true
 		}
 	}
@@ -90,37 +165,59 @@ func (l *Limiter) AcquireAt(now time.Time) (Permit, bool) {
 func (l *Limiter) Acquire() (Permit, bool) { return l.AcquireAt(time.Now()) }
 
 // Limit returns the limit that admission applies now: the dials' override
-// when one is set, else the algorithm's limit as of its last sample.
+// when one is set, else the algorithm's limit as of its last sample. Either
+// is capped at 2³¹ − 1, the most the limiter holds.
 func (l *Limiter) Limit() int {
-	if l.dials != nil {
-		if o, ok := l.dials.LimitOverride(); ok {
-			return o
-		}
+	if o, ok := l.override(); ok {
+		return o
 	}
-	return int(l.limit.Load())
+	return l.AlgorithmLimit()
+}
+
+// override returns the dials' limit override, capped at maxWordLimit, and
+// whether one is set.
+func (l *Limiter) override() (int, bool) {
+	if l.dials == nil {
+		return 0, false
+	}
+	o, ok := l.dials.LimitOverride()
+	return min(o, maxWordLimit), ok
 }
 
 // AlgorithmLimit returns the algorithm's limit as of its last sample,
 // whatever the override.
-func (l *Limiter) AlgorithmLimit() int { return int(l.limit.Load()) }
+func (l *Limiter) AlgorithmLimit() int { return int(l.state.Load() & limitMask) }
 
 // InFlight returns the number of requests admitted and not yet released.
-func (l *Limiter) InFlight() int { return int(l.inFlight.Load()) }
+func (l *Limiter) InFlight() int { return int(inFlightOf(l.state.Load())) }
 
 // release ends the request of a permit admitted at start with n in flight.
-// When record, the algorithm gets a sample (a drop if dropped).
+// When record, the algorithm gets a sample (a drop if dropped), unless
+// another release holds the update lock: then the sample is skipped.
 func (l *Limiter) release(start time.Time, n int, now time.Time, record, dropped bool) {
-	l.inFlight.Add(-1)
 	if !record || l.static {
+		l.state.Add(countMinus)
 		return
 	}
 	s := Sample{Now: now, RTT: now.Sub(start), InFlight: n, Dropped: dropped}
-	l.mu.Lock()
-	limit := l.alg.Update(s)
-	if int64(limit) != l.limit.Load() {
-		l.limit.Store(int64(limit))
+	w := l.state.Load()
+	for {
+		if w&lockBit != 0 {
+			// Another release is in Update: leave without the sample.
+			l.state.Add(countMinus)
+			l.skipped.Add(1)
+			return
+		}
+		// Leave and take the lock in one step.
+		if l.state.CompareAndSwap(w, (w-countOne)|lockBit) {
+			break
+		}
+		w = l.state.Load()
 	}
-	l.mu.Unlock()
+	// The lock is ours: no other release touches alg or the limit bits until
+	// the Add below, which stores the new limit and clears the bit at once.
+	limit := wordLimit(l.alg.Update(s))
+	l.state.Add(limit - w&limitMask - lockBit)
 }
 
 // Permit is an admitted request's hold on a [Limiter] slot. Release it with

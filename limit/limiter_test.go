@@ -1,9 +1,12 @@
 package limit
 
 import (
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"stormguard/killswitch"
 )
@@ -259,5 +262,285 @@ func TestLimiterConcurrent(t *testing.T) {
 				t.Errorf("AlgorithmLimit = %d, want ≥ 1", lim)
 			}
 		})
+	}
+}
+
+// TestLimiterWordBounds checks the limits the state word cannot hold: an
+// algorithm's limit or an override above 2³¹ − 1 acts as 2³¹ − 1, a limit
+// below 0 as 0, and neither spills into the in-flight count or the lock.
+func TestLimiterWordBounds(t *testing.T) {
+	const top = 1<<31 - 1
+	tests := []struct {
+		name          string
+		initial       int // the algorithm's limit before any sample
+		update        int // what its Update returns
+		override      int // 0: none
+		wantAlgorithm int // after one sample
+		wantLimit     int
+		wantAdmit     bool // a second request, with one in flight
+	}{
+		{"ordinary", 5, 7, 0, 7, 7, true},
+		{"update above the word", 5, 1 << 40, 0, top, top, true},
+		{"initial above the word", 1 << 40, 3, 0, 3, 3, true},
+		{"update zero", 5, 0, 0, 0, 0, false},
+		{"update negative", 5, -9, 0, 0, 0, false},
+		{"override above the word", 5, 7, 1 << 40, 7, top, true},
+		{"override below the algorithm", 5, 7, 1, 7, 1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			alg := &spy{limit: tc.initial}
+			var d killswitch.Dials
+			if err := d.SetLimitOverride(tc.override); err != nil {
+				t.Fatal(err)
+			}
+			l := NewLimiter(alg, WithDials(&d))
+			if got, want := l.AlgorithmLimit(), min(tc.initial, top); got != want {
+				t.Errorf("AlgorithmLimit before any sample = %d, want %d", got, want)
+			}
+			alg.limit = tc.update
+			p, ok := l.AcquireAt(t0)
+			if !ok {
+				t.Fatal("first acquire refused")
+			}
+			p.SuccessAt(t0.Add(ms))
+			if got := l.AlgorithmLimit(); got != tc.wantAlgorithm {
+				t.Errorf("AlgorithmLimit = %d, want %d", got, tc.wantAlgorithm)
+			}
+			if got := l.Limit(); got != tc.wantLimit {
+				t.Errorf("Limit = %d, want %d", got, tc.wantLimit)
+			}
+			if got := l.InFlight(); got != 0 {
+				t.Errorf("InFlight = %d, want 0", got)
+			}
+			if w := l.state.Load(); w&lockBit != 0 {
+				t.Errorf("update lock still held after the release: state %#x", w)
+			}
+			held, _ := l.AcquireAt(t0)
+			second, ok := l.AcquireAt(t0)
+			if ok != tc.wantAdmit {
+				t.Errorf("second acquire admitted = %v, want %v", ok, tc.wantAdmit)
+			}
+			held.IgnoreAt(t0)
+			second.IgnoreAt(t0)
+			if got := l.InFlight(); got != 0 {
+				t.Errorf("InFlight after the second round = %d, want 0", got)
+			}
+		})
+	}
+}
+
+// TestLimiterOverRelease checks that a permit released twice only makes the
+// in-flight count wrong (as documented), and does not take or free the
+// update lock or move the limit, which share its word.
+func TestLimiterOverRelease(t *testing.T) {
+	for _, release := range []struct {
+		name string
+		f    func(Permit, time.Time)
+	}{{"success", Permit.SuccessAt}, {"dropped", Permit.DroppedAt}, {"ignore", Permit.IgnoreAt}} {
+		t.Run(release.name, func(t *testing.T) {
+			alg := &spy{limit: 5}
+			l := NewLimiter(alg)
+			p, _ := l.AcquireAt(t0)
+			release.f(p, t0.Add(ms))
+			release.f(p, t0.Add(ms))
+			if got := l.InFlight(); got != -1 {
+				t.Errorf("InFlight = %d after a double release, want -1", got)
+			}
+			if got := l.AlgorithmLimit(); got != 5 {
+				t.Errorf("AlgorithmLimit = %d, want 5", got)
+			}
+			if w := l.state.Load(); w&lockBit != 0 {
+				t.Fatalf("update lock held after a double release: state %#x", w)
+			}
+			// The lock still works: the next sample is fed.
+			before := len(alg.samples)
+			q, _ := l.AcquireAt(t0)
+			q.SuccessAt(t0.Add(ms))
+			if got := len(alg.samples) - before; got != 1 {
+				t.Errorf("%d samples fed after a double release, want 1", got)
+			}
+		})
+	}
+}
+
+// TestLimiterLockHeld checks what a release does while another holds the
+// update lock: it leaves (the count goes down) without waiting, and its
+// sample is skipped, not fed concurrently or later.
+func TestLimiterLockHeld(t *testing.T) {
+	tests := []struct {
+		name        string
+		release     func(Permit, time.Time)
+		wantSkipped uint64
+	}{
+		{"success", Permit.SuccessAt, 1},
+		{"dropped", Permit.DroppedAt, 1},
+		{"ignore", Permit.IgnoreAt, 0}, // no sample to skip
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			alg := &spy{limit: 5}
+			l := NewLimiter(alg)
+			p, _ := l.AcquireAt(t0)
+			l.state.Add(lockBit) // another release is in Update, and stays there
+			tc.release(p, t0.Add(ms))
+			if got := len(alg.samples); got != 0 {
+				t.Errorf("%d samples fed while the lock was held, want 0", got)
+			}
+			if got := l.skipped.Load(); got != tc.wantSkipped {
+				t.Errorf("skipped = %d, want %d", got, tc.wantSkipped)
+			}
+			if got := l.InFlight(); got != 0 {
+				t.Errorf("InFlight = %d, want 0", got)
+			}
+			if w := l.state.Load(); w&lockBit == 0 {
+				t.Errorf("the release freed a lock it did not hold: state %#x", w)
+			}
+			l.state.Add(countMinus + countOne - lockBit) // the other release ends
+			q, _ := l.AcquireAt(t0)
+			q.SuccessAt(t0.Add(ms))
+			if got := len(alg.samples); got != 1 {
+				t.Errorf("%d samples fed once the lock is free, want 1", got)
+			}
+		})
+	}
+}
+
+// updateRecorder wraps an Algorithm and records the samples it is fed, in order.
+// It counts the Updates that began while another was running, which the
+// Limiter must never allow (the race detector would also see them).
+type updateRecorder struct {
+	alg     Algorithm
+	inside  atomic.Bool
+	overlap atomic.Int64
+	fed     []Sample
+}
+
+func (r *updateRecorder) Update(s Sample) int {
+	if !r.inside.CompareAndSwap(false, true) {
+		r.overlap.Add(1)
+	}
+	r.fed = append(r.fed, s)
+	limit := r.alg.Update(s)
+	r.inside.Store(false)
+	return limit
+}
+
+func (r *updateRecorder) Limit() int { return r.alg.Limit() }
+
+// TestLimiterConcurrentSamples releases permits from many goroutines at once
+// and checks what the design guarantees: no two Updates overlap; every
+// sample is either fed exactly once or counted as skipped; the limit the
+// limiter admits with is what a serial run of the fed samples gives, in the
+// order they were fed; nothing is left in flight and the lock is free. With
+// one goroutine nothing is skipped, so the serial run is of all samples.
+func TestLimiterConcurrentSamples(t *testing.T) {
+	specs := []struct {
+		name string
+		spec Spec
+	}{
+		{"aimd", Spec{Kind: KindAIMD, AIMD: AIMDConfig{Initial: 8}}},
+		{"vegas", Spec{Kind: KindVegas}},
+		{"gradient2", Spec{Kind: KindGradient2}},
+	}
+	for _, sc := range specs {
+		for _, goroutines := range []int{1, 8} {
+			t.Run(fmt.Sprintf("%s/%d", sc.name, goroutines), func(t *testing.T) {
+				alg, err := sc.spec.New()
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := &updateRecorder{alg: alg}
+				l := NewLimiter(rec)
+				const rounds = 3000
+				sent := make([][]Sample, goroutines) // per goroutine: the samples released
+				var wg sync.WaitGroup
+				for g := range goroutines {
+					wg.Go(func() {
+						for i := range rounds {
+							// Now is unique per (g, i): the sample's name.
+							end := t0.Add(time.Duration(g*rounds+i) * time.Microsecond)
+							start := end.Add(-time.Duration(5+(g*7+i)%13) * ms)
+							p, ok := l.AcquireAt(start)
+							if !ok {
+								continue
+							}
+							switch (g + i) % 10 {
+							case 0:
+								p.DroppedAt(end)
+								sent[g] = append(sent[g], Sample{Now: end, RTT: end.Sub(start), InFlight: p.inFlight, Dropped: true})
+							case 1:
+								p.IgnoreAt(end)
+							default:
+								p.SuccessAt(end)
+								sent[g] = append(sent[g], Sample{Now: end, RTT: end.Sub(start), InFlight: p.inFlight})
+							}
+						}
+					})
+				}
+				wg.Wait()
+
+				if n := rec.overlap.Load(); n != 0 {
+					t.Errorf("%d Updates overlapped another", n)
+				}
+				if n := l.InFlight(); n != 0 {
+					t.Errorf("InFlight = %d, want 0", n)
+				}
+				if w := l.state.Load(); w&lockBit != 0 {
+					t.Errorf("update lock held at the end: state %#x", w)
+				}
+				want := make(map[time.Time]Sample)
+				for _, ss := range sent {
+					for _, s := range ss {
+						want[s.Now] = s
+					}
+				}
+				for _, s := range rec.fed {
+					w, ok := want[s.Now]
+					if !ok {
+						t.Fatalf("fed %+v, which was not released or was fed twice", s)
+					}
+					if s != w {
+						t.Fatalf("fed %+v, want %+v", s, w)
+					}
+					delete(want, s.Now)
+				}
+				skipped := l.skipped.Load()
+				if got := uint64(len(want)); got != skipped {
+					t.Errorf("%d samples released and not fed, but skipped = %d", got, skipped)
+				}
+				if goroutines == 1 && skipped != 0 {
+					t.Errorf("skipped = %d with one goroutine, want 0", skipped)
+				}
+				serial, err := sc.spec.New()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range rec.fed {
+					serial.Update(s)
+				}
+				if got, want := l.AlgorithmLimit(), serial.Limit(); got != want {
+					t.Errorf("AlgorithmLimit = %d, a serial run of the %d fed samples gives %d", got, len(rec.fed), want)
+				}
+				t.Logf("%d samples released, %d fed, %d skipped; limit %d",
+					len(rec.fed)+int(skipped), len(rec.fed), skipped, l.AlgorithmLimit())
+			})
+		}
+	}
+}
+
+// TestLimiterLayout checks what Limiter's comment on its cache lines says:
+// 128 bytes, so that the allocator aligns it on 64 bytes, with skipped on
+// the second line.
+func TestLimiterLayout(t *testing.T) {
+	var l Limiter
+	if got := unsafe.Sizeof(l); got != 128 {
+		t.Errorf("Sizeof(Limiter) = %d, want 128", got)
+	}
+	if got := unsafe.Offsetof(l.skipped); got != 64 {
+		t.Errorf("Offsetof(Limiter.skipped) = %d, want 64", got)
+	}
+	if p := NewLimiter(Fixed{N: 1}); uintptr(unsafe.Pointer(p))%64 != 0 {
+		t.Errorf("NewLimiter returned %p, not 64-byte aligned", p)
 	}
 }
