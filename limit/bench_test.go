@@ -55,9 +55,7 @@ func BenchmarkLimiter(b *testing.B) {
 }
 
 // BenchmarkLimiterParallel is BenchmarkLimiter on GOMAXPROCS goroutines
-// sharing one limiter (wall-clock instants). skipped/op is the share of
-// samples the algorithm did not get because another release held the update
-// lock (see Limiter).
+// sharing one limiter (wall-clock instants).
 func BenchmarkLimiterParallel(b *testing.B) {
 	for _, bc := range benchAlgorithms {
 		b.Run(bc.name, func(b *testing.B) {
@@ -72,15 +70,13 @@ func BenchmarkLimiterParallel(b *testing.B) {
 					}
 				}
 			})
-			b.ReportMetric(float64(l.skipped.Load())/float64(b.N), "skipped/op")
 		})
 	}
 }
 
 // BenchmarkLimiterParallelWork is BenchmarkLimiterParallel with some work
 // between the acquire and the release, as a server has: work=200 and
-// work=1000 are about 0.25 and 1.2 µs on the project's VM. skipped/op shows
-// how many samples the algorithm loses at that rate of releases.
+// work=1000 are about 0.25 and 1.2 µs on the project's VM.
 func BenchmarkLimiterParallelWork(b *testing.B) {
 	for _, bc := range benchAlgorithms {
 		for _, work := range []int{200, 1000} {
@@ -99,7 +95,6 @@ func BenchmarkLimiterParallelWork(b *testing.B) {
 					}
 					benchSink.Add(x)
 				})
-				b.ReportMetric(float64(l.skipped.Load())/float64(b.N), "skipped/op")
 			})
 		}
 	}

@@ -21,8 +21,7 @@
 // [Limiter.AcquireAt] admits a request while fewer than the limit are in
 // flight and hands back a [Permit]; the request ends with exactly one of
 // [Permit.SuccessAt], [Permit.IgnoreAt] or [Permit.DroppedAt], which releases
-// the slot and feeds the algorithm (or, for Ignore, does not; under
-// contention a sample may be skipped rather than wait, see [Limiter]). A
+// the slot and feeds the algorithm (or, for Ignore, does not). A
 // [killswitch.Dials] limit override, when set, takes precedence over the
 // algorithm.
 //

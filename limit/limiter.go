@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -30,31 +31,18 @@ import (
 // slower), 28 ns with Fixed (BenchmarkLimiter on the project's VM;
 // BENCHMARKS.md has the figures).
 //
-// A release that finds the bit held by another release does not wait: it
-// frees its slot, and its sample is skipped, counted but never seen by the
-// algorithm. So Update never runs concurrently and no release ever waits
-// for another, but samples are lost under contention, and that costs
-// learning. Which release is skipped depends on timing, not on its RTT or
-// outcome, so steady traffic feeds the algorithm a fair subset of its
-// samples; but releases that bunch together (a burst of requests finishing
-// at once, say after a stall downstream, with long RTTs or drops) are
-// thinned more than lone ones, so the algorithm reacts to such a burst as
-// to fewer requests, and the rules that count samples (AIMD's +1 per good
-// sample and × 0.9 per drop, the Vegas and Gradient2 steps) move the limit
-// less per request. And if the goroutine that holds the bit is descheduled
-// in the middle of an Update (on an overloaded machine), every sample until
-// it runs again is skipped. The share lost grows with the rate of releases
-// and with how long an Update holds the bit, which across cores is well
-// above BenchmarkUpdate's 4–12 ns, since the algorithm's state has to come
-// from the core that ran the previous Update. On the project's 2-core VM,
-// both cores releasing, Vegas and Gradient2 lost 0–11 % of their samples
-// with 1.2 µs of work per request, 3–33 % with 0.25 µs
-// (BenchmarkLimiterParallelWork) and 20–58 % with none
-// (BenchmarkLimiterParallel); AIMD, whose Update is shorter, at most
-// 1.2 %, 4 % and 27 % (ranges over several runs on a shared, unevenly
-// loaded machine). Waiting up to 128 re-reads of the word (0.1–0.2 µs) before
-// giving up was tried: depending on the run it saved few or most of those
-// samples, and it made contended releases up to 1.5 times as slow.
+// A release that finds the bit held by another release waits for it: it
+// re-reads the word a few times, then yields its processor between reads
+// until the bit is free, so that every sample reaches the algorithm, in the
+// order the releases took the bit, exactly as in the simulator, which runs
+// the same code on one goroutine. Update holds the bit for some ns (4–12 ns
+// in BenchmarkUpdate, more when its state comes from another core's cache),
+// so a release rarely waits long; a release that waits still counts as in
+// flight until it takes the bit. Skipping the sample instead of waiting was
+// tried: under contention it lost up to half of the samples of Vegas and
+// Gradient2 (a fifth to a third with 0.25 µs of work per request on two
+// cores), which would make production learn from fewer samples than a
+// simulation of the same traffic.
 //
 // The word holds the count as a signed 32-bit number and the algorithm's
 // limit in 31 bits: a limit or an override above 2³¹ − 1 acts as 2³¹ − 1
@@ -70,19 +58,14 @@ import (
 // A Limiter is safe for concurrent use. The zero Limiter is not usable:
 // build one with [NewLimiter]. It must not be copied after first use.
 type Limiter struct {
-	// The first cache line holds what every acquire and release reads;
-	// skipped, written only when a release skips its sample, is on a line
-	// of its own, so that counting a skip does not take the hot line from
-	// the other cores a second time. (A Limiter is 128 bytes, a size class
-	// whose objects start on a 64-byte boundary.)
+	// What every acquire and release reads and writes fills one cache line
+	// (a Limiter is 64 bytes, a size class whose objects start on a 64-byte
+	// boundary), so that no other object shares it.
 	state  atomic.Uint64 // in flight, update lock and the algorithm's limit (layout below)
 	dials  *killswitch.Dials
 	alg    Algorithm // guarded by the update lock (lockBit of state)
 	static bool      // alg is a Fixed: releases need not feed it
 	_      [64 - 40]byte
-
-	skipped atomic.Uint64 // samples not fed because the update lock was held
-	_       [64 - 8]byte
 }
 
 // The layout of Limiter.state, one 64-bit word:
@@ -104,6 +87,11 @@ const (
 	countMinus   = -countOne & (1<<64 - 1) // one request fewer, as a uint64 to Add
 	maxWordLimit = limitMask               // the largest limit the word holds: 2³¹ − 1
 )
+
+// updateSpins is how many times a release re-reads the state word, while
+// another release holds the update lock, before it starts yielding its
+// processor between reads: about as long as an Update takes.
+const updateSpins = 32
 
 // wordLimit returns limit bounded to what the state word holds, [0, 2³¹ − 1].
 func wordLimit(limit int) uint64 {
@@ -192,8 +180,8 @@ func (l *Limiter) AlgorithmLimit() int { return int(l.state.Load() & limitMask) 
 func (l *Limiter) InFlight() int { return int(inFlightOf(l.state.Load())) }
 
 // release ends the request of a permit admitted at start with n in flight.
-// When record, the algorithm gets a sample (a drop if dropped), unless
-// another release holds the update lock: then the sample is skipped.
+// When record, the algorithm gets a sample (a drop if dropped); if another
+// release holds the update lock, release waits for it.
 func (l *Limiter) release(start time.Time, n int, now time.Time, record, dropped bool) {
 	if !record || l.static {
 		l.state.Add(countMinus)
@@ -201,16 +189,14 @@ func (l *Limiter) release(start time.Time, n int, now time.Time, record, dropped
 	}
 	s := Sample{Now: now, RTT: now.Sub(start), InFlight: n, Dropped: dropped}
 	w := l.state.Load()
-	for {
-		if w&lockBit != 0 {
-			// Another release is in Update: leave without the sample.
-			l.state.Add(countMinus)
-			l.skipped.Add(1)
-			return
-		}
-		// Leave and take the lock in one step.
-		if l.state.CompareAndSwap(w, (w-countOne)|lockBit) {
-			break
+	for spins := 0; ; spins++ {
+		if w&lockBit == 0 {
+			// Leave and take the lock in one step.
+			if l.state.CompareAndSwap(w, (w-countOne)|lockBit) {
+				break
+			}
+		} else if spins >= updateSpins {
+			runtime.Gosched() // the holder may need this processor to finish
 		}
 		w = l.state.Load()
 	}

@@ -365,17 +365,19 @@ func TestLimiterOverRelease(t *testing.T) {
 }
 
 // TestLimiterLockHeld checks what a release does while another holds the
-// update lock: it leaves (the count goes down) without waiting, and its
-// sample is skipped, not fed concurrently or later.
+// update lock: a release with a sample waits (still in flight, nothing fed)
+// until the lock is freed, then feeds its sample; IgnoreAt, which has no
+// sample, leaves at once.
 func TestLimiterLockHeld(t *testing.T) {
 	tests := []struct {
-		name        string
-		release     func(Permit, time.Time)
-		wantSkipped uint64
+		name     string
+		release  func(Permit, time.Time)
+		waits    bool
+		wantFeed int
 	}{
-		{"success", Permit.SuccessAt, 1},
-		{"dropped", Permit.DroppedAt, 1},
-		{"ignore", Permit.IgnoreAt, 0}, // no sample to skip
+		{"success", Permit.SuccessAt, true, 1},
+		{"dropped", Permit.DroppedAt, true, 1},
+		{"ignore", Permit.IgnoreAt, false, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -383,24 +385,35 @@ func TestLimiterLockHeld(t *testing.T) {
 			l := NewLimiter(alg)
 			p, _ := l.AcquireAt(t0)
 			l.state.Add(lockBit) // another release is in Update, and stays there
-			tc.release(p, t0.Add(ms))
-			if got := len(alg.samples); got != 0 {
-				t.Errorf("%d samples fed while the lock was held, want 0", got)
+			done := make(chan struct{})
+			go func() {
+				tc.release(p, t0.Add(ms))
+				close(done)
+			}()
+			if tc.waits {
+				select {
+				case <-done:
+					t.Fatal("the release returned while another held the update lock")
+				case <-time.After(20 * time.Millisecond):
+				}
+				if got := l.InFlight(); got != 1 {
+					t.Errorf("InFlight while waiting = %d, want 1", got)
+				}
+				l.state.Add(-lockBit & (1<<64 - 1)) // the other release ends
 			}
-			if got := l.skipped.Load(); got != tc.wantSkipped {
-				t.Errorf("skipped = %d, want %d", got, tc.wantSkipped)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the release did not return once the update lock was free")
+			}
+			if got := len(alg.samples); got != tc.wantFeed {
+				t.Errorf("%d samples fed, want %d", got, tc.wantFeed)
 			}
 			if got := l.InFlight(); got != 0 {
 				t.Errorf("InFlight = %d, want 0", got)
 			}
-			if w := l.state.Load(); w&lockBit == 0 {
-				t.Errorf("the release freed a lock it did not hold: state %#x", w)
-			}
-			l.state.Add(countMinus + countOne - lockBit) // the other release ends
-			q, _ := l.AcquireAt(t0)
-			q.SuccessAt(t0.Add(ms))
-			if got := len(alg.samples); got != 1 {
-				t.Errorf("%d samples fed once the lock is free, want 1", got)
+			if w := l.state.Load(); w&lockBit != 0 != !tc.waits {
+				t.Errorf("state %#x: lock bit set = %v, want %v", w, w&lockBit != 0, !tc.waits)
 			}
 		})
 	}
@@ -430,10 +443,9 @@ func (r *updateRecorder) Limit() int { return r.alg.Limit() }
 
 // TestLimiterConcurrentSamples releases permits from many goroutines at once
 // and checks what the design guarantees: no two Updates overlap; every
-// sample is either fed exactly once or counted as skipped; the limit the
-// limiter admits with is what a serial run of the fed samples gives, in the
-// order they were fed; nothing is left in flight and the lock is free. With
-// one goroutine nothing is skipped, so the serial run is of all samples.
+// sample is fed exactly once; the limit the limiter admits with is what a
+// serial run of the samples gives, in the order they were fed; nothing is
+// left in flight and the lock is free.
 func TestLimiterConcurrentSamples(t *testing.T) {
 	specs := []struct {
 		name string
@@ -505,12 +517,8 @@ func TestLimiterConcurrentSamples(t *testing.T) {
 					}
 					delete(want, s.Now)
 				}
-				skipped := l.skipped.Load()
-				if got := uint64(len(want)); got != skipped {
-					t.Errorf("%d samples released and not fed, but skipped = %d", got, skipped)
-				}
-				if goroutines == 1 && skipped != 0 {
-					t.Errorf("skipped = %d with one goroutine, want 0", skipped)
+				if len(want) != 0 {
+					t.Errorf("%d samples released and never fed", len(want))
 				}
 				serial, err := sc.spec.New()
 				if err != nil {
@@ -522,23 +530,18 @@ func TestLimiterConcurrentSamples(t *testing.T) {
 				if got, want := l.AlgorithmLimit(), serial.Limit(); got != want {
 					t.Errorf("AlgorithmLimit = %d, a serial run of the %d fed samples gives %d", got, len(rec.fed), want)
 				}
-				t.Logf("%d samples released, %d fed, %d skipped; limit %d",
-					len(rec.fed)+int(skipped), len(rec.fed), skipped, l.AlgorithmLimit())
+				t.Logf("%d samples fed; limit %d", len(rec.fed), l.AlgorithmLimit())
 			})
 		}
 	}
 }
 
-// TestLimiterLayout checks what Limiter's comment on its cache lines says:
-// 128 bytes, so that the allocator aligns it on 64 bytes, with skipped on
-// the second line.
+// TestLimiterLayout checks what Limiter's comment on its cache line says:
+// 64 bytes, so that the allocator aligns it on 64 bytes.
 func TestLimiterLayout(t *testing.T) {
 	var l Limiter
-	if got := unsafe.Sizeof(l); got != 128 {
-		t.Errorf("Sizeof(Limiter) = %d, want 128", got)
-	}
-	if got := unsafe.Offsetof(l.skipped); got != 64 {
-		t.Errorf("Offsetof(Limiter.skipped) = %d, want 64", got)
+	if got := unsafe.Sizeof(l); got != 64 {
+		t.Errorf("Sizeof(Limiter) = %d, want 64", got)
 	}
 	if p := NewLimiter(Fixed{N: 1}); uintptr(unsafe.Pointer(p))%64 != 0 {
 		t.Errorf("NewLimiter returned %p, not 64-byte aligned", p)
