@@ -22,7 +22,7 @@ python3 - "$py" "$go" <<'PY'
 import json, re, sys
 py = json.loads(sys.argv[1])["seconds_per_run"]
 go = {m.group(1): float(m.group(2)) / 1e9
-      for m in re.finditer(r"BenchmarkSeed004/ticks=(\d+)-\d+\s+\d+\s+([\d.]+) ns/op", sys.argv[2])}
+      for m in re.finditer(r"BenchmarkSeed004/ticks=(\d+)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op", sys.argv[2])}
 print(f"{'ticks':>7} {'python s/run':>13} {'stormguard s/run':>17} {'ratio':>7}")
 for ticks in sorted(go, key=int):
     p, g = py[ticks], go[ticks]
