@@ -42,7 +42,9 @@
 // # Heap and fixed-delay queues
 //
 // Events scheduled with [Engine.At] or [Engine.After] go into a 4-ary
-// min-heap ordered by (At, Seq): O(log n) per event. Many simulated timers
+// min-heap ordered by (At, Seq): O(log n) per event. The heap keeps the
+// 16-byte sort keys apart from the rest of each event, so that choosing
+// among a node's four children reads one cache line. Many simulated timers
 // share one delay — every client's request timeout, say — and for those
 // the engine offers fixed-delay queues ([Engine.NewFixedQueue],
 // [FixedQueue.Add]). Entries of one queue fire in the order they were added,
@@ -77,14 +79,15 @@
 // # Cost
 //
 // BenchmarkEngine, on the 2-core development machine (a shared virtual
-// machine, so figures vary by about 10 %), allocating nothing in steady
-// state:
+// machine: under load from neighbours the memory-bound cases lose up to a
+// third; these are quiet-run figures), allocating nothing in steady state:
 //
-//	small       100 pending events, each scheduling the next after a     ~22 M events/s
-//	            random delay (via Run and a Handler: ~18 M events/s)
-//	pending1e6  10⁶ clients, each with a timeout pending in a FixedQueue, ~5 M events/s
-//	            replies in the heap that cancel them (about half of the
-//	            cost is the model's random access to its client state)
+//	small       100 pending events, each scheduling the next after a     ~23 M events/s
+//	            random delay (via Run and a Handler: ~19 M events/s)
+//	pending1e6  10⁶ clients, each with a timeout pending in a FixedQueue, ~5.7 M events/s
+//	            replies in the heap that cancel them (more than half of
+//	            the cost is the model's random access to 24 MB of client
+//	            state, about 150 ns a miss on this machine)
 //	heap1e6     10⁶ events in the heap itself, for comparison            ~2.3 M events/s
 //
 // An Engine is not safe for concurrent use; run independent simulations on

@@ -79,8 +79,7 @@ func (e *Engine) AfterCancelable(d time.Duration, ev Event) Handle {
 // cancellation slot (0 for none), and puts it in the heap.
 func (e *Engine) schedule(t Time, ev Event, slot uint32) {
 	e.seq++
-	ev.At, ev.Seq, ev.slot = t, e.seq, slot
-	e.heap.push(ev)
+	e.heap.push(t, e.seq, hval{a: ev.A, b: ev.B, target: ev.Target, kind: ev.Kind, slot: slot})
 }
 
 func (e *Engine) scheduleCancelable(t Time, ev Event) Handle {

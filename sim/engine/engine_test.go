@@ -26,6 +26,7 @@ func TestEngineMatchesReference(t *testing.T) {
 		{"queues-ties", []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 2 * time.Millisecond}, time.Millisecond, 4, 20, 20000},
 		{"many-queues", []time.Duration{1, 7, 13, 20, 20, 31, 64, 100, 101, 250, 999, 1000}, 1, 200, 15, 30000},
 		{"cancel-heavy", []time.Duration{3 * time.Millisecond, 9 * time.Millisecond}, time.Millisecond, 12, 45, 30000},
+		{"one-queue-cancels", []time.Duration{4 * time.Millisecond}, time.Millisecond, 8, 40, 30000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,8 +12,10 @@ package engine
 // and switches on them.
 type Kind uint16
 
-// Event is one scheduled occurrence, a small value struct (48 bytes, no
-// pointers) that the engine stores inline in its heap and queues.
+// Event is one scheduled occurrence, a small value struct (40 bytes, no
+// pointers) that the engine stores by value in its own arrays: as it is in
+// a [FixedQueue]'s ring, and in the heap split into its sort key (At, Seq)
+// and the rest, so that finding the earliest event reads keys only.
 //
 // The model fills Kind, Target, A and B when it schedules an event; the
 // engine sets At and Seq and ignores whatever the caller put there. An event
@@ -34,8 +36,6 @@ type Event struct {
 	Target uint32
 	// Kind says what the event means to the model.
 	Kind Kind
-
-	slot uint32 // heap events: cancellation slot (index into Engine.slots), 0 if not cancelable
 }
 
 // before reports whether a fires before b: by time, then by sequence number.

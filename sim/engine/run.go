@@ -43,64 +43,86 @@ func (e *Engine) Run(until Time, h Handler) {
 }
 
 // Peek returns the time of the earliest pending event, or false if none is.
-func (e *Engine) Peek() (Time, bool) {
-	ev, _ := e.front()
-	if ev == nil {
-		return 0, false
-	}
-	return ev.At, true
-}
+func (e *Engine) Peek() (Time, bool) { return e.front() }
 
-// next delivers the earliest pending event due at or before limit.
+// next delivers the earliest pending event due at or before limit. On the
+// way it discards the cancelled events that come before the earliest live
+// one, as front does, also when that event is not due.
 func (e *Engine) next(limit Time, ev *Event) bool {
-	top, q := e.front()
-	if top == nil || top.At > limit {
-		return false
-	}
-	if q == nil {
-		if top.slot != 0 {
-			e.freeSlot(top.slot)
+	for {
+		var hk *hkey
+		if e.heap.len() > 0 {
+			hk = e.heap.top()
+		}
+		if len(e.ready) > 0 {
+			q := e.ready[0]
+			f := q.front()
+			if hk == nil || makeKey(f.At, f.Seq).less(*hk) {
+				if q.frontDead() {
+					q.drop()
+					continue
+				}
+				if f.At > limit {
+					return false
+				}
+				// Field by field: *ev = *f would copy through the stack.
+				ev.At, ev.Seq, ev.A, ev.B, ev.Target, ev.Kind = f.At, f.Seq, f.A, f.B, f.Target, f.Kind
+				q.drop()
+				e.now = ev.At
+				e.fired++
+				return true
+			}
+		}
+		if hk == nil {
+			return false
+		}
+		slot := e.heap.v[0].slot
+		if slot != 0 && e.slots[slot] != hk.seq {
+			e.freeSlot(slot)
+			e.heap.remove()
+			continue
+		}
+		if hk.time() > limit {
+			return false
+		}
+		if slot != 0 {
+			e.freeSlot(slot)
 		}
 		e.heap.pop(ev)
-		ev.slot = 0
-	} else {
-		*ev = *top
-		q.drop()
+		e.now = ev.At
+		e.fired++
+		return true
 	}
-	e.now = ev.At
-	e.fired++
-	return true
 }
 
 // front discards cancelled events from the heads of the heap and the fixed
-// queues, then returns the earliest live event and the queue holding it, nil
-// for the heap. With nothing pending it returns nil, nil.
-func (e *Engine) front() (*Event, *FixedQueue) {
+// queues, then returns the time of the earliest live event, or false if
+// nothing is pending.
+func (e *Engine) front() (Time, bool) {
 	for {
-		var top *Event
-		var q *FixedQueue
+		var hk *hkey
 		if e.heap.len() > 0 {
-			top = e.heap.top()
+			hk = e.heap.top()
 		}
 		if len(e.ready) > 0 {
-			if f := e.ready[0].front(); top == nil || before(f, top) {
-				top, q = f, e.ready[0]
+			q := e.ready[0]
+			f := q.front()
+			if hk == nil || makeKey(f.At, f.Seq).less(*hk) {
+				if q.frontDead() {
+					q.drop()
+					continue
+				}
+				return f.At, true
 			}
 		}
-		switch {
-		case top == nil:
-			return nil, nil
-		case q != nil:
-			if !q.frontDead() {
-				return top, q
-			}
-			q.drop()
-		default:
-			if top.slot == 0 || e.slots[top.slot] == top.Seq {
-				return top, nil
-			}
-			e.freeSlot(top.slot)
+		if hk == nil {
+			return 0, false
+		}
+		if slot := e.heap.v[0].slot; slot != 0 && e.slots[slot] != hk.seq {
+			e.freeSlot(slot)
 			e.heap.remove()
+			continue
 		}
+		return hk.time(), true
 	}
 }
