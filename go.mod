@@ -1,4 +1,4 @@
-module stormguard
+module github.com/stormguard/stormguard
 
 go 1.26.0
 

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/admit"
-	"stormguard/internal/leakcheck"
-	"stormguard/killswitch"
-	"stormguard/limit"
-	"stormguard/shed"
+	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/shed"
 )
 
 // rejectCase is a Gate set up so that req is refused as want says.

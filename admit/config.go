@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"stormguard/killswitch"
-	"stormguard/limit"
-	"stormguard/shed"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Config describes a [Gate]. The first fields are plain data (they decode

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Request is what [Gate.Admit] needs to know of an arriving request, read

@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"stormguard/killswitch"
-	"stormguard/limit"
-	"stormguard/shed"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Gate is the admission gate of a server: a concurrency limiter in front, a

@@ -10,12 +10,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"stormguard/admit"
-	"stormguard/deadline"
-	"stormguard/killswitch"
-	"stormguard/limit"
-	"stormguard/shed"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // A request's way through the steps before the queue: the kill switch, the

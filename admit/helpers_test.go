@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/admit"
-	"stormguard/limit"
+	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/limit"
 )
 
 // mustGate builds a Gate from cfg or fails the test.

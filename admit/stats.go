@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"stormguard/shed"
+	"github.com/stormguard/stormguard/shed"
 )
 
 // ShedReason says why a [Gate] refused a request for overload; it indexes

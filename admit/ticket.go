@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"stormguard/deadline"
-	"stormguard/limit"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Ticket is an admitted request's hold on a [Gate]'s slot, and what the gate

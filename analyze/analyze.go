@@ -24,7 +24,7 @@ import (
 	"slices"
 	"time"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // Severity ranks a finding. Error findings make `stormguard analyze` exit

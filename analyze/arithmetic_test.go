@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 func loadExample(t *testing.T, name string) sim.File {

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"stormguard/budget"
+	"github.com/stormguard/stormguard/budget"
 )
 
 // budgetRule is what a retry budget allows in the long run, as a ratio of

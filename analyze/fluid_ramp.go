@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // RampSpec is a load ramp for [Ramp]: the first-try rate rises linearly

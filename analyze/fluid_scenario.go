@@ -3,7 +3,7 @@ package analyze
 import (
 	"fmt"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // FluidParams reads the fluid model's parameters from a scenario: the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // simB is Paper 08's Sim B service (examples/paper08-sim-b.yaml): 10

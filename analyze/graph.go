@@ -5,8 +5,8 @@ import (
 	"math"
 	"time"
 
-	"stormguard/retry"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // edge is one caller → service edge of the call graph: a client's target

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"stormguard/backoff"
+	"github.com/stormguard/stormguard/backoff"
 )
 
 // Rule is one rule of the checklist.

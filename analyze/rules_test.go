@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // sc builds a scenario from one client and services written as YAML flow

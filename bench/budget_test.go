@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	fsbudget "github.com/failsafe-go/failsafe-go/budget"
 
-	"stormguard/budget"
+	"github.com/stormguard/stormguard/budget"
 )
 
 // A budget check is what a client does around each retry: ask for a retry,

@@ -1,4 +1,4 @@
-module stormguard/bench
+module github.com/stormguard/stormguard/bench
 
 go 1.26.0
 
@@ -8,7 +8,7 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/sethvargo/go-retry v0.5.0
-	stormguard v0.0.0
+	github.com/stormguard/stormguard v0.0.0
 )
 
 require (
@@ -17,4 +17,4 @@ require (
 	github.com/influxdata/tdigest v0.0.1 // indirect
 )
 
-replace stormguard => ../
+replace github.com/stormguard/stormguard => ../

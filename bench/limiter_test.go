@@ -5,7 +5,7 @@ import (
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 
-	"stormguard/limit"
+	"github.com/stormguard/stormguard/limit"
 )
 
 // A limiter check is what a server does around each request: acquire a

@@ -14,8 +14,8 @@ import (
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	sethvargo "github.com/sethvargo/go-retry"
 
-	"stormguard/backoff"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // Every library is configured alike: 3 attempts in total, no wait between

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"stormguard/budget"
+	"github.com/stormguard/stormguard/budget"
 )
 
 // Build the budget of a real client from its preset, or from a Spec read

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Bind returns the context of a request that a server admitted: it carries

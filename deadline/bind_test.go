@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/deadline"
-	"stormguard/internal/leakcheck"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // waitDone waits up to a second for ctx to end and reports whether it did.

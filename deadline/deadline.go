@@ -16,7 +16,7 @@ import (
 	"context"
 	"time"
 
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // attemptKey and criticalityKey are the context keys. Being distinct

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/deadline"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/wire"
 )
 
 func TestAttempt(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/budget"
-	"stormguard/internal/redistest"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/internal/redistest"
 )
 
 // benchBudgets returns the local aws-2026 token bucket and a fleet budget

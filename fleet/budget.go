@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"stormguard/budget"
+	"github.com/stormguard/stormguard/budget"
 )
 
 // milliPerUnit: amounts are kept in thousandths, of a token (token bucket)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"stormguard/budget"
-	"stormguard/internal/leakcheck"
-	"stormguard/internal/redistest"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/internal/redistest"
 )
 
 func TestLeaseProtocol(t *testing.T) {

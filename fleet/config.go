@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"stormguard/budget"
+	"github.com/stormguard/stormguard/budget"
 )
 
 // Config describes a fleet budget as plain data. A zero field takes the

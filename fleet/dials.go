@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"stormguard/killswitch"
+	"github.com/stormguard/stormguard/killswitch"
 )
 
 // The fleet kill switch is a Redis hash, stormguard:dials:{NAME}, that holds

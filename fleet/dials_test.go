@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/internal/leakcheck"
-	"stormguard/internal/redistest"
-	"stormguard/killswitch"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/internal/redistest"
+	"github.com/stormguard/stormguard/killswitch"
 )
 
 func ptr[T any](v T) *T { return &v }

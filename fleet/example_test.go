@@ -8,9 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"stormguard/fleet"
-	"stormguard/killswitch"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/fleet"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // A retrier whose budget the whole fleet shares, and whose kill switch the

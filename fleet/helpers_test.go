@@ -19,8 +19,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"stormguard/budget"
-	"stormguard/killswitch"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/killswitch"
 )
 
 // helperEnv selects a helper mode when the test binary is run again as a

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"stormguard/budget"
+	"github.com/stormguard/stormguard/budget"
 )
 
 // Level is the state of a shared budget as Redis holds it, read by [Peek].

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/backoff"
-	"stormguard/internal/leakcheck"
-	"stormguard/internal/redistest"
-	"stormguard/killswitch"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/internal/redistest"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // TestWithRetrier drives two retriers, each with its own fleet budget on

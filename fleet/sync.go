@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"stormguard/budget"
+	"github.com/stormguard/stormguard/budget"
 )
 
 // message is one round trip of the lease protocol. It is built once and

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"stormguard/deadline"
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // ErrAttemptTimeout is wrapped by the error of an attempt that ran past the

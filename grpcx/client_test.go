@@ -13,11 +13,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"stormguard/deadline"
-	"stormguard/grpcx"
-	"stormguard/internal/leakcheck"
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/grpcx"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 func unaryClient(t *testing.T, b *backend, r *retry.Retrier, opts ...grpcx.ClientOption) healthpb.HealthClient {

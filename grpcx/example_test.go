@@ -15,13 +15,13 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"stormguard/backoff"
-	"stormguard/deadline"
-	"stormguard/grpcx"
-	"stormguard/limit"
-	"stormguard/metrics"
-	"stormguard/retry"
-	"stormguard/shed"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/grpcx"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/metrics"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/shed"
 )
 
 // flaky is a health service that is overloaded for its first call.

@@ -5,8 +5,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	"stormguard/grpcx"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/grpcx"
+	"github.com/stormguard/stormguard/wire"
 )
 
 func TestParseSignal(t *testing.T) {

@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"stormguard/backoff"
-	"stormguard/deadline"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // The tests talk to a real grpc-go server on 127.0.0.1 that serves the

@@ -10,11 +10,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"stormguard/admit"
-	"stormguard/killswitch"
-	"stormguard/limit"
-	"stormguard/shed"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // ServerConfig describes a [Server]. Its fields but ThrottleClient are

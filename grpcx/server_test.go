@@ -15,15 +15,15 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"stormguard/admit"
-	"stormguard/grpcx"
-	"stormguard/httpx"
-	"stormguard/internal/leakcheck"
-	"stormguard/killswitch"
-	"stormguard/limit"
-	"stormguard/retry"
-	"stormguard/shed"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/grpcx"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // guarded starts a backend behind a grpcx.Server built from cfg.

@@ -6,8 +6,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // The metadata keys stormguard uses on gRPC: wire's header names in lower

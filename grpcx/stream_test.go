@@ -14,9 +14,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"stormguard/grpcx"
-	"stormguard/internal/leakcheck"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/grpcx"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/retry"
 )
 
 func streamClient(t *testing.T, addr string, r *retry.Retrier) healthpb.HealthClient {

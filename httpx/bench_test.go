@@ -7,8 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"stormguard/httpx"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // BenchmarkTransport compares a round trip to a loopback server through a

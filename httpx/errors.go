@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // ErrAttemptTimeout is wrapped by the error of an attempt that ran past the

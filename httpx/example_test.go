@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"stormguard/backoff"
-	"stormguard/httpx"
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 func ExampleTransport() {

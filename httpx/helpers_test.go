@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/backoff"
-	"stormguard/httpx"
-	"stormguard/internal/leakcheck"
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // reply is one scripted answer of a test server.

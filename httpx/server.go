@@ -5,10 +5,10 @@ import (
 	"strconv"
 	"time"
 
-	"stormguard/admit"
-	"stormguard/killswitch"
-	"stormguard/limit"
-	"stormguard/shed"
+	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/shed"
 )
 
 // ServerConfig describes a [Server]. Its fields but ThrottleClient are

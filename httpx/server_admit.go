@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"time"
 
-	"stormguard/admit"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // guarded is a handler behind a Server: what [Server.Wrap] returns.

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/httpx"
-	"stormguard/internal/leakcheck"
-	"stormguard/killswitch"
-	"stormguard/limit"
-	"stormguard/shed"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // nopWriter is a ResponseWriter that allocates nothing once built: its

@@ -8,12 +8,12 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"stormguard/deadline"
-	"stormguard/httpx"
-	"stormguard/limit"
-	"stormguard/retry"
-	"stormguard/shed"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // A server behind stormguard: deadlines bounded to 5 s, an adaptive

@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/backoff"
-	"stormguard/budget"
-	"stormguard/httpx"
-	"stormguard/internal/leakcheck"
-	"stormguard/killswitch"
-	"stormguard/retry"
-	"stormguard/shed"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // sleeper is a handler that works for d (or until its caller leaves).

@@ -7,9 +7,9 @@ import (
 	"net"
 	"net/http"
 
-	"stormguard/admit"
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Header values and bodies of the refusals, built once: the reject path

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/deadline"
-	"stormguard/httpx"
-	"stormguard/internal/leakcheck"
-	"stormguard/limit"
-	"stormguard/retry"
-	"stormguard/shed"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // guardedServer is a real HTTP server on 127.0.0.1 whose handler sits

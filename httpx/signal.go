@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"time"
 
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // ParseSignal reads the server's retry signals from a response header

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/httpx"
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 func TestParseSignal(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // ErrThrottled is wrapped by the error of an attempt that an

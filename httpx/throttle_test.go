@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/httpx"
-	"stormguard/internal/leakcheck"
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 var tt0 = time.Unix(1_700_000_000, 0)

@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"time"
 
-	"stormguard/deadline"
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Transport is an http.RoundTripper that retries requests as a

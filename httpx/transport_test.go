@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/budget"
-	"stormguard/httpx"
-	"stormguard/internal/leakcheck"
-	"stormguard/killswitch"
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // denyBudget refuses every retry.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"stormguard/internal/leakcheck"
-	"stormguard/killswitch"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/killswitch"
 )
 
 const testToken = "s3cret-token"

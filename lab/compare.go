@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // DefaultTolerance is the largest Comparison.Error at which the lab and

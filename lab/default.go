@@ -3,8 +3,8 @@ package lab
 import (
 	"time"
 
-	"stormguard/examples"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/examples"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // DefaultName is the scenario file `stormguard lab` runs without one: the

@@ -14,8 +14,8 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"stormguard/report"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/report"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // Colours of the figure: the report's own (report.Colour), so that a

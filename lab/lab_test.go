@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // shortScale shrinks the default scenario's time line for `go test`: a

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"stormguard/budget"
-	"stormguard/httpx"
-	"stormguard/retry"
-	"stormguard/sim"
-	"stormguard/sim/engine"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // loadgen is the load generator role: open-loop arrivals at the

@@ -43,7 +43,7 @@ func stormguardBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(buildDir, "stormguard")
-		cmd := exec.Command(goTool(), "build", "-o", binPath, "stormguard/cmd/stormguard")
+		cmd := exec.Command(goTool(), "build", "-o", binPath, "github.com/stormguard/stormguard/cmd/stormguard")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("%v\n%s", err, out)
 		}

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"syscall"
 
-	"stormguard/retry"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Outcomes counts how the load generator's requests ended. Every request

@@ -3,7 +3,7 @@ package lab
 import (
 	"math"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // Output is what `stormguard lab --json` prints: the lab's runs in the

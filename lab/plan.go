@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"stormguard/limit"
-	"stormguard/retry"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // DefaultBin is the width of a lab time bin when the scenario sets none:

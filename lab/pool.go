@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"stormguard/shed"
+	"github.com/stormguard/stormguard/shed"
 )
 
 // pool is the worker pool of a service without defenses: at most workers

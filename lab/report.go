@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"stormguard/report"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/report"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // WriteReport writes the report of out into dir (made if missing):

@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // The roles of a lab run, as the hidden subcommands name them.

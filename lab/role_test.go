@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/engine"
 )
 
 // roleProc is a role run in process by RoleMain, driven like the

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // Options configures RunScenario. The zero Options is ready to use.

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"stormguard/retry"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // clock maps wall-clock instants onto the bins of a run that starts at

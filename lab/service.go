@@ -13,11 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"stormguard/httpx"
-	"stormguard/limit"
-	"stormguard/retry"
-	"stormguard/sim"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // HeaderDegraded marks a success that an app served with a fallback

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/retry"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/sim"
 )
 
 func TestOutcomesCheck(t *testing.T) {

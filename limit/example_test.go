@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"stormguard/killswitch"
-	"stormguard/limit"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/limit"
 )
 
 // A server admits requests through a Limiter and tells it how each ended.

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"stormguard/killswitch"
+	"github.com/stormguard/stormguard/killswitch"
 )
 
 // Limiter admits requests while fewer than a limit are in flight, and learns

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	"stormguard/killswitch"
+	"github.com/stormguard/stormguard/killswitch"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"stormguard/metrics"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/metrics"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // BenchmarkRetryHooks measures retry.Do's success path with no hooks, with

@@ -3,7 +3,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"stormguard/budget"
+	"github.com/stormguard/stormguard/budget"
 )
 
 // RegisterBudget registers, in reg, gauges that read the level of the retry

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"stormguard/httpx"
-	"stormguard/metrics"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/metrics"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // Wiring a client and a server to Prometheus: the retrier's hooks, its

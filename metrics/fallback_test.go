@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"stormguard/budget"
-	"stormguard/metrics"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/metrics"
 )
 
 // fallbackBudget is a budget that says whether it has fallen back, as

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // classes lists every retry class, so that their series exist from the

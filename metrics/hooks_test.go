@@ -12,9 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"stormguard/backoff"
-	"stormguard/metrics"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/metrics"
+	"github.com/stormguard/stormguard/retry"
 )
 
 func noWait(t testing.TB, hooks ...retry.Hooks) *retry.Retrier {

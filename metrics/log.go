@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // LogHooks returns hooks that log a retrier's retries and give-ups to

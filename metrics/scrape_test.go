@@ -17,15 +17,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"stormguard/backoff"
-	"stormguard/budget"
-	"stormguard/grpcx"
-	"stormguard/httpx"
-	"stormguard/internal/leakcheck"
-	"stormguard/killswitch"
-	"stormguard/limit"
-	"stormguard/metrics"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/grpcx"
+	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/metrics"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // classed is an error that states its retry class.

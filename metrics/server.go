@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"stormguard/admit"
+	"github.com/stormguard/stormguard/admit"
 )
 
 // RegisterServer registers, in reg, a collector that takes one snapshot of

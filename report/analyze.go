@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"stormguard/analyze"
+	"github.com/stormguard/stormguard/analyze"
 )
 
 // WriteAnalyze writes the report of `stormguard analyze` into dir (made if

@@ -12,7 +12,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"stormguard/analyze"
+	"github.com/stormguard/stormguard/analyze"
 )
 
 // The analyze charts' colours, from the one palette: the worst case is

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"stormguard/analyze"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/analyze"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // analyzeExample analyses examples/NAME.yaml.

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/analyze"
-	"stormguard/examples"
-	"stormguard/sim"
-	"stormguard/sweep"
+	"github.com/stormguard/stormguard/analyze"
+	"github.com/stormguard/stormguard/examples"
+	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sweep"
 )
 
 // browserChromiumFlags run Debian's chromium headless, offline and without state.

@@ -14,7 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // palette gives every quantity one colour, the same in every chart and in

@@ -5,7 +5,7 @@ import (
 	"io"
 	"strconv"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // Column suffixes of the CSV, after the client's or the service's name.

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // Sim is a simulation to report on: the Output of `stormguard sim` and what

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // synthetic builds a run by hand: demand 100/s, goodput that drops during

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // Summary is the handful of numbers that tell one run's story; the command

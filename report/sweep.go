@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"stormguard/sweep"
+	"github.com/stormguard/stormguard/sweep"
 )
 
 // WriteSweep writes the report of a sweep into dir (made if missing):

@@ -14,7 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"stormguard/sweep"
+	"github.com/stormguard/stormguard/sweep"
 )
 
 // sweepVerdictColours are the verdicts' colours, the same as the verdict badges

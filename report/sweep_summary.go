@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"stormguard/sweep"
+	"github.com/stormguard/stormguard/sweep"
 )
 
 // SweepSummary is the handful of numbers that tell one run's sweep: the

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/sim"
-	"stormguard/sweep"
+	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sweep"
 )
 
 func sweepFP(v float64) *float64 { return &v }

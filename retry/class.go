@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"stormguard/budget"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Class is what an attempt's result means for retrying.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/backoff"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/wire"
 )
 
 type statusErr int

@@ -5,8 +5,8 @@ import (
 	"sort"
 	"time"
 
-	"stormguard/backoff"
-	"stormguard/budget"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/budget"
 )
 
 // Policy is a retry policy as plain data: scenario files, presets and

@@ -4,10 +4,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"stormguard/backoff"
-	"stormguard/budget"
-	"stormguard/killswitch"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/killswitch"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Retrier applies a [Policy]. It is the deterministic core that both the

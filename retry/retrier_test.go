@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/backoff"
-	"stormguard/budget"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/wire"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"stormguard/shed"
+	"github.com/stormguard/stormguard/shed"
 )
 
 // A full first-tries-first queue makes room for a first try by evicting a

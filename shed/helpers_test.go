@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // t0 is the start of virtual time in the tests, as the simulator gives it.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // refQueue is a deliberately naive model of the rules in the Queue

@@ -4,7 +4,7 @@ import (
 	"math/bits"
 	"time"
 
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Item is a request in a [Queue]: the caller's payload and what the queue

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/wire"
 )
 
 func TestOrder(t *testing.T) {

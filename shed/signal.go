@@ -3,7 +3,7 @@ package shed
 import (
 	"time"
 
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // Signal is what a server says about overload when it refuses a request: the

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/wire"
 )
 
 func TestDecide(t *testing.T) {

@@ -3,10 +3,10 @@ package sim
 import (
 	"time"
 
-	"stormguard/retry"
-	"stormguard/shed"
-	"stormguard/sim/engine"
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // shedPushback is the Retry-After a service with stormguard's defenses

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"stormguard/budget"
-	"stormguard/sim/engine"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/sim/engine"
 )
 
 // FleetSpec makes a client's processes share one retry budget, as the fleet

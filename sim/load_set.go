@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // setPath puts a copy of v at the dotted path in the scenario tree root, a

@@ -12,10 +12,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"stormguard/backoff"
-	"stormguard/budget"
-	"stormguard/examples"
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/examples"
+	"github.com/stormguard/stormguard/retry"
 )
 
 func TestLoadGoodFiles(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // UnmarshalYAML reads a policy as a preset name,

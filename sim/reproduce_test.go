@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/budget"
+	"github.com/stormguard/stormguard/budget"
 )
 
 // The reproductions of ../shared/REFERENCES.md: each runs an example

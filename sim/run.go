@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/engine"
 )
 
 // Run simulates one run of a scenario and judges it. name labels the

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"stormguard/limit"
-	"stormguard/retry"
-	"stormguard/shed"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/shed"
 )
 
 // Scenario describes a system and what happens to it, as plain data: a YAML

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"slices"
 
-	"stormguard/retry"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // clientStats counts one client's requests per bin.

@@ -6,11 +6,11 @@ import (
 	"math"
 	"time"
 
-	"stormguard/budget"
-	"stormguard/limit"
-	"stormguard/retry"
-	"stormguard/shed"
-	"stormguard/sim/engine"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/sim/engine"
 )
 
 // Event kinds of the model. Every event's Target, A and B are documented

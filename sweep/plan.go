@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // What a phase search grows in the trigger (Options.Vary).

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // Shard is one part of a sweep split over machines: the Index-th (from 1)

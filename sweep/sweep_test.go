@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // tinyYAML is a small system that tips over: a service of 200/s (4

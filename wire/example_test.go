@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"stormguard/wire"
+	"github.com/stormguard/stormguard/wire"
 )
 
 func ExampleFormatTimeout() {

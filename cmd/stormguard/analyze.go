@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"stormguard/analyze"
-	"stormguard/report"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/analyze"
+	"github.com/stormguard/stormguard/report"
+	"github.com/stormguard/stormguard/sim"
 )
 
 const analyzeHelp = `Usage: stormguard analyze FILE [--run NAME] [--out DIR] [--json]

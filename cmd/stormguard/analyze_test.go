@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"stormguard/analyze"
+	"github.com/stormguard/stormguard/analyze"
 )
 
 var threeTier = filepath.Join("..", "..", "examples", "three-tier.yaml")

@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"stormguard/budget"
-	"stormguard/fleet"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/fleet"
 )
 
 const fleetHelp = `Usage:

@@ -9,9 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"stormguard/budget"
-	"stormguard/fleet"
-	"stormguard/internal/redistest"
+	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/fleet"
+	"github.com/stormguard/stormguard/internal/redistest"
 )
 
 // clearFleetEnv makes sure the developer's environment does not leak in.

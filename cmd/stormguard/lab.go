@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"stormguard/lab"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/lab"
+	"github.com/stormguard/stormguard/sim"
 )
 
 const labHelp = `Usage: stormguard lab [FILE] [--out DIR] [--seed N] [--json]

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"stormguard/lab"
+	"github.com/stormguard/stormguard/lab"
 )
 
 // useLabBinary builds this command into the test's temporary directory

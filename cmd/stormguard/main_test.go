@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // runCmd runs the command in-process and returns its exit status, stdout

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"stormguard/examples"
-	"stormguard/report"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/examples"
+	"github.com/stormguard/stormguard/report"
+	"github.com/stormguard/stormguard/sim"
 )
 
 const simHelp = `Usage: stormguard sim [FILE] [--out DIR] [--seed N] [--json]

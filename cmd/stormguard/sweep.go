@@ -16,10 +16,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"stormguard/examples"
-	"stormguard/report"
-	"stormguard/sim"
-	"stormguard/sweep"
+	"github.com/stormguard/stormguard/examples"
+	"github.com/stormguard/stormguard/report"
+	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sweep"
 )
 
 // sweepDefaultName is the example `stormguard sweep` runs without a file.

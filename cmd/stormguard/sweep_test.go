@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"stormguard/sweep"
+	"github.com/stormguard/stormguard/sweep"
 )
 
 // sweepYAML is a small system that tips over (capacity 200/s).

@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"stormguard/report"
-	"stormguard/sim"
+	"github.com/stormguard/stormguard/report"
+	"github.com/stormguard/stormguard/sim"
 )
 
 // printTable prints the runs as a table a person reads in seconds, a note

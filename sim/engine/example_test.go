@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/engine"
 )
 
 // Clients send requests with a 100 ms timeout; replies take 0–120 ms. A
