@@ -136,6 +136,8 @@ func TestSpecValidate(t *testing.T) {
 		{"negative ratio", Spec{Kind: KindWindow, Ratio: -0.1}, []string{"ratio must be in [0, 1000]"}},
 		{"negative floor", Spec{Kind: KindWindow, Floor: -1}, []string{"floor must be ≥ 0"}},
 		{"ratio and floor zero", Spec{Kind: KindWindow}, []string{"ratio and floor are both 0"}},
+		// 0.05/s over 10 s is half a retry per window: never one.
+		{"floor below one retry per window", Spec{Kind: KindWindow, Window: 10 * time.Second, Floor: 0.05}, []string{"allows 0.5 retries per window", "at least 0.1", "at least 20s"}},
 		{"percent as a number of percent", Spec{Kind: KindConcurrency, Percent: 20}, []string{"percent must be a fraction in [0, 1]", "got 20"}},
 		{"negative min concurrency", Spec{Kind: KindConcurrency, MinConcurrency: -3}, []string{"min_concurrency must be in [0, 2147483647]", "got -3"}},
 	}

@@ -79,8 +79,8 @@ var _ Budget = (*Window)(nil)
 // defaults of [Spec].
 //
 // NewWindow panics unless window is at least 10ns, ratio is in [0, 1000],
-// floor ≥ 0 with floor × window seconds ≤ 1e12, and ratio and floor are not
-// both 0: use [Spec.New] to check configuration that comes from outside the
+// floor ≥ 0 with floor × window seconds ≤ 1e12, and either ratio > 0 or
+// floor × window seconds ≥ 1 (one retry per window): use [Spec.New] to check configuration that comes from outside the
 // program.
 func NewWindow(window time.Duration, ratio, floor float64) *Window {
 	if err := checkWindow(window, ratio, floor); err != nil {
@@ -106,8 +106,13 @@ func checkWindow(window time.Duration, ratio, floor float64) error {
 	if !(floor >= 0 && floor*window.Seconds() <= maxWindowFloor) {
 		errs = append(errs, invalid("floor", "must be ≥ 0 retries per second, with floor × window ≤ %g retries, got %g", float64(maxWindowFloor), floor))
 	}
-	if len(errs) == 0 && micro(ratio) == 0 && micro(floor*window.Seconds()) == 0 {
+	switch {
+	case len(errs) > 0:
+	case micro(ratio) == 0 && micro(floor*window.Seconds()) == 0:
 		errs = append(errs, invalid("ratio", "and floor are both 0: no retry could ever be allowed; set ratio (e.g. 0.1) or floor (retries per second)"))
+	case micro(ratio) == 0 && micro(floor*window.Seconds()) < microPerUnit:
+		errs = append(errs, invalid("floor", "%g per second over a window of %v allows %g retries per window, less than one: with ratio 0 no retry could ever be allowed; raise floor to at least %g or the window to at least %v",
+			floor, window, floor*window.Seconds(), 1/window.Seconds(), time.Duration(float64(time.Second)/floor)))
 	}
 	return errors.Join(errs...)
 }

@@ -152,6 +152,7 @@ type clientCounts struct {
 	mu  sync.Mutex
 	// per bin
 	demand, goodput, degraded []int64
+	okArr, failArr            []int64 // by the request's arrival bin
 	gaveUp                    []sim.GiveUps
 	lat                       [][]float64
 	budget                    []float64
@@ -161,6 +162,7 @@ type clientCounts struct {
 
 func newClientCounts(clk clock) *clientCounts {
 	c := &clientCounts{clk: clk, demand: make([]int64, clk.n), goodput: make([]int64, clk.n), degraded: make([]int64, clk.n),
+		okArr: make([]int64, clk.n), failArr: make([]int64, clk.n),
 		gaveUp: make([]sim.GiveUps, clk.n), lat: make([][]float64, clk.n), budget: make([]float64, clk.n)}
 	for b := range c.budget {
 		c.budget[b] = -1
@@ -194,6 +196,14 @@ func (c *clientCounts) ended(now time.Time, latency time.Duration, o outcome, re
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.clk.binOf(now)
+	arr := c.clk.binOf(now.Add(-latency))
+	if arr >= 0 {
+		if o.kind == outcomeSuccess {
+			c.okArr[arr]++
+		} else {
+			c.failArr[arr]++
+		}
+	}
 	switch o.kind {
 	case outcomeSuccess:
 		c.outcomes.Succeeded++
@@ -278,7 +288,9 @@ func (c *clientCounts) series(name string, inFlight int64) (sim.ClientSeries, Ou
 			Degraded: float64(c.degraded[b]) * perS,
 			GaveUp: sim.GiveUps{Attempts: g.Attempts * perS, Budget: g.Budget * perS, Deadline: g.Deadline * perS,
 				NotRetryable: g.NotRetryable * perS, ServerStop: g.ServerStop * perS, Disabled: g.Disabled * perS},
-			Budget: c.budget[b],
+			Budget:        c.budget[b],
+			ArrivedOK:     float64(c.okArr[b]) * perS,
+			ArrivedFailed: float64(c.failArr[b]) * perS,
 		}
 		if l := c.lat[b]; len(l) > 0 {
 			slices.Sort(l)

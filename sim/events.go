@@ -322,6 +322,7 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 		c := &w.clients[e.client]
 		b := w.binOf(int64(now))
 		if ok {
+			c.stats.okArr[w.binOf(int64(r.arrival))]++
 			c.stats.goodput[b]++
 			c.stats.total.Succeeded++
 			if degraded {
@@ -331,6 +332,7 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 			c.stats.lat = append(c.stats.lat, now.Sub(r.arrival).Seconds())
 			c.stats.total.SuccessLatencyS += now.Sub(r.arrival).Seconds()
 		} else {
+			c.stats.failArr[w.binOf(int64(r.arrival))]++
 			c.stats.total.Failed++
 			c.stats.total.FailureLatencyS += now.Sub(r.arrival).Seconds()
 			c.stats.gaveUpFor(b, reason)

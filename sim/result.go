@@ -8,10 +8,14 @@ type Result struct {
 	Name string `json:"name"`
 	// Verdict is "stable", "recovered" or "metastable" (see Judge).
 	Verdict string `json:"verdict"`
-	// RecoveryS: seconds from the end of the last trigger until goodput
-	// stayed healthy to the end of the run; 0 when stable, null when
-	// metastable.
+	// RecoveryS: seconds from the end of the last trigger (or, for a
+	// collapse that began after it or with no trigger at all, from the
+	// collapse's start) until requests succeeded again; 0 when stable, null
+	// when metastable.
 	RecoveryS *float64 `json:"recovery_s"`
+	// CollapseS: when the collapse the verdict judged began, in seconds;
+	// null when the run was stable.
+	CollapseS *float64 `json:"collapse_s"`
 	// Why explains the verdict in one sentence.
 	Why string `json:"why"`
 
@@ -46,6 +50,12 @@ type ClientBin struct {
 	Degraded float64 `json:"degraded"`
 	// GaveUp: requests per second that ended in failure, by reason.
 	GaveUp GiveUps `json:"gave_up"`
+	// ArrivedOK and ArrivedFailed count the requests that arrived in this
+	// bin by how they ended, whenever that was (per second): the verdict
+	// judges requests by arrival, so the lag between arrival and answer
+	// does not blur it. Requests still in flight at the end are in neither.
+	ArrivedOK     float64 `json:"arrived_ok"`
+	ArrivedFailed float64 `json:"arrived_failed"`
 	// Latency of the requests that succeeded in this bin, seconds.
 	LatencyP50 float64 `json:"latency_p50"`
 	LatencyP99 float64 `json:"latency_p99"`

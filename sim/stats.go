@@ -10,6 +10,7 @@ import (
 // clientStats counts one client's requests per bin.
 type clientStats struct {
 	demand, goodput, degraded []int64
+	okArr, failArr            []int64   // by the request's arrival bin
 	gaveUp                    []GiveUps // counts, converted to rates at the end
 	p50, p99, budget          []float64
 	lat                       []float64 // latencies (s) of successes in the open bin
@@ -20,6 +21,8 @@ func (s *clientStats) init(n int) {
 	s.demand = make([]int64, n)
 	s.goodput = make([]int64, n)
 	s.degraded = make([]int64, n)
+	s.okArr = make([]int64, n)
+	s.failArr = make([]int64, n)
 	s.gaveUp = make([]GiveUps, n)
 	s.p50 = make([]float64, n)
 	s.p99 = make([]float64, n)
@@ -118,14 +121,16 @@ func (w *world) result(name string) Result {
 		for b := range s.Bins {
 			g := c.stats.gaveUp[b]
 			s.Bins[b] = ClientBin{
-				T:          float64(b) * w.bin.Seconds(),
-				Demand:     float64(c.stats.demand[b]) * perS,
-				Goodput:    float64(c.stats.goodput[b]) * perS,
-				Degraded:   float64(c.stats.degraded[b]) * perS,
-				GaveUp:     GiveUps{g.Attempts * perS, g.Budget * perS, g.Deadline * perS, g.NotRetryable * perS, g.ServerStop * perS, g.Disabled * perS},
-				LatencyP50: c.stats.p50[b],
-				LatencyP99: c.stats.p99[b],
-				Budget:     c.stats.budget[b],
+				T:             float64(b) * w.bin.Seconds(),
+				Demand:        float64(c.stats.demand[b]) * perS,
+				Goodput:       float64(c.stats.goodput[b]) * perS,
+				Degraded:      float64(c.stats.degraded[b]) * perS,
+				GaveUp:        GiveUps{g.Attempts * perS, g.Budget * perS, g.Deadline * perS, g.NotRetryable * perS, g.ServerStop * perS, g.Disabled * perS},
+				ArrivedOK:     float64(c.stats.okArr[b]) * perS,
+				ArrivedFailed: float64(c.stats.failArr[b]) * perS,
+				LatencyP50:    c.stats.p50[b],
+				LatencyP99:    c.stats.p99[b],
+				Budget:        c.stats.budget[b],
 			}
 		}
 		r.Clients = append(r.Clients, s)
