@@ -256,7 +256,7 @@ func NewPlan(sc sim.Scenario) (Plan, error) {
 	if c.Fleet != nil {
 		bad("clients[0] (%s): fleet: the lab's load generator gives each process its own budget (a shared one is the fleet package's, on Redis)", c.Name)
 	}
-	if c.Network.Latency != (sim.Dist{}) {
+	if !c.Network.Latency.IsZero() {
 		bad("clients[0] (%s): network latency: the lab has no network model between the client and its target (use a latency trigger on the backend)", c.Name)
 	}
 	idx := map[string]int{}
@@ -285,11 +285,14 @@ func NewPlan(sc sim.Scenario) (Plan, error) {
 		if v.Capacity != nil {
 			bad("services[%d] (%s): capacity per tick is a model of the simulator only", i, v.Name)
 		}
+		if m := v.SimOnly(); m != "" {
+			bad("services[%d] (%s): %s is a model of the simulator only", i, v.Name, m)
+		}
 		if v.Workers > MaxWorkers {
 			bad("services[%d] (%s): %d workers is more than the lab runs (%d)", i, v.Name, v.Workers, MaxWorkers)
 		}
 	}
-	if app != nil && app.Calls[0].Network.Latency != (sim.Dist{}) {
+	if app != nil && !app.Calls[0].Network.Latency.IsZero() {
 		bad("services[%d] (%s): calls[0]: network latency: use a latency trigger on %s instead", idx[app.Name], app.Name, back.Name)
 	}
 	p := Plan{Scenario: sc}

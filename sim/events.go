@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/retry"
-	"github.com/stormguard/stormguard/shed"
 	"github.com/stormguard/stormguard/sim/engine"
 	"github.com/stormguard/stormguard/wire"
 )
@@ -41,7 +40,7 @@ func (w *world) Handle(e *engine.Engine, ev engine.Event) {
 			w.sendAttempt(int32(ev.A))
 		}
 	case evExpire:
-		w.onExpire(int32(ev.Target))
+		w.onExpire(int32(ev.Target), int32(ev.A))
 	case evBin:
 		w.onBin()
 	case evTriggerOn:
@@ -52,6 +51,20 @@ func (w *world) Handle(e *engine.Engine, ev engine.Event) {
 		w.onFleetSync(int32(ev.Target), ev.A, ev.B)
 	case evFleetGrant:
 		w.onFleetGrant(int32(ev.Target), ev.A, ev.B)
+	case evPSDone:
+		w.onPSDone(int32(ev.Target), int32(ev.A))
+	case evOverheadDone:
+		w.onOverheadDone(int32(ev.Target), int32(ev.A), uint32(ev.B))
+	case evRelease:
+		if a := w.att(ev.A, ev.B); a != nil {
+			w.onRelease(int32(ev.A))
+		}
+	case evRestart:
+		w.onRestart(int32(ev.Target), int32(ev.A))
+	case evCacheHit:
+		if r := &w.reqs[ev.A]; r.live && r.gen == uint32(ev.B) {
+			w.finishRequest(int32(ev.A), true, nil)
+		}
 	}
 }
 
@@ -156,8 +169,27 @@ func (w *world) newRequest(ei, proc, parent int32, parentGen uint32, user int32,
 	now := w.now()
 	r := &w.reqs[id]
 	gen := r.gen + 1
-	*r = request{edge: ei, proc: proc, parent: parent, parentGen: parentGen, user: user, cur: noID,
+	*r = request{edge: ei, proc: proc, parent: parent, parentGen: parentGen, user: user, cur: noID, key: noID,
 		gen: gen, arrival: now, deadline: deadline, live: true}
+	if c := w.edges[ei].cache; c != nil {
+		// Look-aside: the cache first; only a miss reaches the service.
+		v := &w.services[w.edges[ei].target]
+		b := w.binOf(int64(now))
+		key, hit := c.lookup(now)
+		if hit {
+			v.stats.cacheHits[b]++
+			v.stats.total.CacheHits++
+			if lat := c.spec.Latency.sample(&c.rng); lat > 0 {
+				w.eng.After(lat, engine.Event{Kind: evCacheHit, A: int64(id), B: int64(gen)})
+			} else {
+				w.finishRequest(id, true, nil)
+			}
+			return id
+		}
+		v.stats.cacheMisses[b]++
+		v.stats.total.CacheMisses++
+		r.key = key
+	}
 	var dl time.Time
 	if deadline != 0 {
 		dl = wall(deadline)
@@ -279,13 +311,20 @@ func (w *world) onReply(ai int32, code int) {
 	w.attemptEnded(ri, cls, sig, degraded)
 }
 
-// onTimeout: the caller stops waiting for the attempt.
+// onTimeout: the caller stops waiting for the attempt. A service that
+// notices one of its downstream attempts time out pays its timeout cost.
 func (w *world) onTimeout(ai int32) {
 	a := &w.atts[ai]
 	a.waiting = false
 	a.cliDone = true
 	ri := a.req
 	w.maybeFree(ai)
+	if r := &w.reqs[ri]; w.edges[r.edge].noticeTO > 0 {
+		if p := w.att(int64(r.parent), int64(r.parentGen)); p != nil && p.inSvc {
+			e := &w.edges[r.edge]
+			w.charge(&w.services[e.from], p.rep, e.noticeTO)
+		}
+	}
 	w.attemptEnded(ri, retry.Timeout, retry.Signal{}, false)
 }
 
@@ -316,6 +355,10 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 	attempts := int32(r.call.Attempt())
 	degraded := r.degraded
 	parent, parentGen, user := r.parent, r.parentGen, r.user
+	if ok && r.key != noID {
+		// A miss that succeeded in time fills the cache.
+		w.services[e.target].cache.store(r.key, now)
+	}
 	r.live = false
 	w.freeReq = append(w.freeReq, ri)
 	if e.client >= 0 {
@@ -345,321 +388,11 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 		}
 		return
 	}
-	// A service's downstream call: resume the attempt it serves.
-	if p := w.att(int64(parent), int64(parentGen)); p != nil {
+	// A service's downstream call: resume the attempt it serves, unless
+	// its replica crashed meanwhile.
+	if p := w.att(int64(parent), int64(parentGen)); p != nil && p.inSvc {
 		w.callDone(parent, ok, degraded, attempts, reason)
 	}
-}
-
-// --- services (server side) ------------------------------------------------
-
-func (w *world) allocAttempt() int32 {
-	var id int32
-	if n := len(w.freeAtt); n > 0 {
-		id = w.freeAtt[n-1]
-		w.freeAtt = w.freeAtt[:n-1]
-	} else {
-		w.atts = append(w.atts, attempt{})
-		id = int32(len(w.atts) - 1)
-	}
-	a := &w.atts[id]
-	*a = attempt{gen: a.gen + 1, live: true}
-	return id
-}
-
-func (w *world) srvDone(ai int32) {
-	w.atts[ai].srvDone = true
-	w.maybeFree(ai)
-}
-
-func (w *world) maybeFree(ai int32) {
-	a := &w.atts[ai]
-	if a.cliDone && a.srvDone && a.live {
-		a.live = false
-		w.freeAtt = append(w.freeAtt, ai)
-	}
-}
-
-// deliver: an attempt reaches its service; admission.
-func (w *world) deliver(ai int32) {
-	a := &w.atts[ai]
-	v := &w.services[a.svc]
-	now := w.now()
-	b := w.binOf(int64(now))
-	a.arrived = true
-	v.stats.total.Arrived++
-	if a.number > 1 {
-		v.stats.retries[b]++
-	} else {
-		v.stats.first[b]++
-	}
-	if c := v.spec.Capacity; c != nil {
-		w.tickAdmit(ai, v, c)
-		return
-	}
-	if v.expire && a.deadline != 0 && now.Add(v.minRemain) >= a.deadline {
-		w.expired(ai, v)
-		return
-	}
-	if v.limiter != nil {
-		p, ok := v.limiter.AcquireAt(wall(now))
-		if !ok {
-			w.reject(ai, v)
-			return
-		}
-		a.permit, a.hasPermit = p, true
-	}
-	if v.busy < v.workers && v.paused == 0 && v.queue.Len() == 0 {
-		w.start(ai, v)
-		return
-	}
-	it := shed.Item[int32]{Payload: ai, Attempt: int(a.number), Enqueued: wall(now)}
-	if v.expire && a.deadline != 0 {
-		it.Deadline = wall(a.deadline)
-	}
-	adm := v.queue.PushAt(wall(now), it)
-	if adm.HasVictim() {
-		w.leaveQueue(adm.Victim.Payload, adm.VictimReason, v)
-	}
-	if !adm.Admitted() {
-		w.leaveQueue(ai, adm.Refused, v)
-	}
-	w.scheduleExpiry(a.svc)
-}
-
-// leaveQueue answers an item the queue gave up for reason why.
-func (w *world) leaveQueue(ai int32, why shed.Reason, v *service) {
-	if why == shed.Expired {
-		w.expired(ai, v)
-		return
-	}
-	w.reject(ai, v)
-}
-
-// reject answers an attempt at once: shed.
-func (w *world) reject(ai int32, v *service) {
-	a := &w.atts[ai]
-	if a.hasPermit {
-		a.permit.IgnoreAt(wall(w.now()))
-		a.hasPermit = false
-	}
-	a.decided = true
-	v.stats.shed[w.binOf(int64(w.now()))]++
-	v.stats.total.Shed++
-	w.reply(ai, v, codeShed)
-}
-
-// expired drops an attempt whose deadline passed: nobody waits, no answer.
-func (w *world) expired(ai int32, v *service) {
-	a := &w.atts[ai]
-	if a.hasPermit {
-		a.permit.IgnoreAt(wall(w.now()))
-		a.hasPermit = false
-	}
-	a.decided = true
-	v.stats.expired[w.binOf(int64(w.now()))]++
-	v.stats.total.Expired++
-	w.srvDone(ai)
-}
-
-// reply sends an attempt's answer back to its caller.
-func (w *world) reply(ai int32, v *service, code int) {
-	a := &w.atts[ai]
-	r := &w.reqs[a.req]
-	var e *edge
-	if r.live && r.gen == a.reqGen {
-		e = &w.edges[r.edge]
-	} else {
-		// The request is over (its caller moved on); the answer still
-		// travels, on some edge into this service.
-		e = &w.edges[w.anyEdgeInto(a.svc)]
-	}
-	w.transmit(ai, e, true, code)
-}
-
-func (w *world) anyEdgeInto(svc int32) int32 {
-	for i := range w.edges {
-		if w.edges[i].target == svc {
-			return int32(i)
-		}
-	}
-	return 0
-}
-
-// start puts an attempt on a worker.
-func (w *world) start(ai int32, v *service) {
-	v.busy++
-	st := v.spec.ServiceTime.sample(&v.rng)
-	if s := v.spec.Slowdown; s.Factor > 0 && s.Queue > 0 {
-		st = time.Duration(float64(st) * (1 + s.Factor*min(1, float64(v.queue.Len())/float64(s.Queue))))
-	}
-	if v.capacity != 1 {
-		st = time.Duration(float64(st) / v.capacity)
-	}
-	a := &w.atts[ai]
-	w.eng.After(st, engine.Event{Kind: evWorkDone, A: int64(ai), B: int64(a.gen)})
-}
-
-// workDone: the local work is over; make the calls, then answer.
-func (w *world) workDone(ai int32) {
-	a := &w.atts[ai]
-	v := &w.services[a.svc]
-	if v.spec.Capacity != nil {
-		w.complete(ai, v, codeOK)
-		return
-	}
-	w.nextCall(ai, v)
-}
-
-func (w *world) nextCall(ai int32, v *service) {
-	a := &w.atts[ai]
-	if int(a.nextCall) >= len(v.calls) {
-		code := codeOK
-		if a.degraded {
-			code = codeDegraded
-		}
-		w.complete(ai, v, code)
-		return
-	}
-	ei := v.calls[a.nextCall]
-	a.nextCall++
-	var deadline engine.Time
-	if w.edges[ei].propagate {
-		deadline = a.deadline
-	}
-	w.newRequest(ei, 0, ai, a.gen, noID, deadline)
-}
-
-// callDone: a downstream call of attempt ai ended.
-func (w *world) callDone(ai int32, ok, degraded bool, attempts int32, reason error) {
-	a := &w.atts[ai]
-	v := &w.services[a.svc]
-	switch {
-	case ok:
-		a.degraded = a.degraded || degraded
-	case v.spec.OnCallFailure == "fallback":
-		a.degraded = true
-	default:
-		code := codeError
-		if attempts > 1 || reasonStopsAbove(reason) {
-			code = codeExhausted
-		}
-		w.complete(ai, v, code)
-		return
-	}
-	w.nextCall(ai, v)
-}
-
-// reasonStopsAbove: give-ups after which the layers above must not retry
-// (see retry.GiveUpError.RetryClass).
-func reasonStopsAbove(reason error) bool {
-	switch reason {
-	case retry.ErrBudgetExhausted, retry.ErrRetriesDisabled, retry.ErrServerSaidStop:
-		return true
-	}
-	return false
-}
-
-// complete: the worker finishes the attempt and answers.
-func (w *world) complete(ai int32, v *service, code int) {
-	a := &w.atts[ai]
-	now := w.now()
-	b := w.binOf(int64(now))
-	if v.spec.Capacity == nil {
-		v.busy--
-	}
-	a.decided = true
-	v.stats.completed[b]++
-	v.stats.total.Completed++
-	if a.waiting {
-		v.stats.goodput[b]++
-		v.stats.total.Goodput++
-	} else {
-		v.stats.wasted[b]++
-		v.stats.total.Wasted++
-	}
-	if a.hasPermit {
-		a.permit.SuccessAt(wall(now))
-		a.hasPermit = false
-	}
-	if (code == codeOK || code == codeDegraded) && v.errRate > 0 && v.rng.Float64() < v.errRate {
-		code = codeError
-	}
-	w.reply(ai, v, code)
-	if v.spec.Capacity == nil {
-		w.startNext(v)
-	}
-}
-
-// startNext fills idle workers from the queue.
-func (w *world) startNext(v *service) {
-	now := wall(w.now())
-	for v.busy < v.workers && v.paused == 0 {
-		it, why, ok := v.queue.PopAt(now)
-		if !ok {
-			return
-		}
-		if why != shed.None {
-			w.leaveQueue(it.Payload, why, v)
-			continue
-		}
-		w.start(it.Payload, v)
-	}
-}
-
-// scheduleExpiry makes sure an evExpire fires when the queue's next item
-// falls due.
-func (w *world) scheduleExpiry(si int32) {
-	v := &w.services[si]
-	t, ok := v.queue.NextExpiry()
-	if !ok {
-		return
-	}
-	at := engine.Time(t.UnixNano())
-	if at < w.now() {
-		at = w.now()
-	}
-	if v.expiryAt != 0 && v.expiryAt <= at && v.expiryAt >= w.now() {
-		return
-	}
-	v.expiryAt = at
-	w.eng.At(at, engine.Event{Kind: evExpire, Target: uint32(si)})
-}
-
-func (w *world) onExpire(si int32) {
-	v := &w.services[si]
-	if v.expiryAt == w.now() {
-		v.expiryAt = 0
-	}
-	now := wall(w.now())
-	for {
-		it, why, ok := v.queue.ExpireAt(now)
-		if !ok {
-			break
-		}
-		w.leaveQueue(it.Payload, why, v)
-	}
-	w.scheduleExpiry(si)
-}
-
-// tickAdmit is the seed 004 virtual-capacity service: PerTick admissions
-// per Tick, the rest fail at once.
-func (w *world) tickAdmit(ai int32, v *service, c *TickCapacity) {
-	now := w.now()
-	tick := engine.Time(c.Tick)
-	if start := now / tick * tick; start != v.tickStart {
-		v.tickStart, v.tickCount = start, 0
-	}
-	if v.tickCount >= c.PerTick {
-		w.atts[ai].decided = true
-		v.stats.shed[w.binOf(int64(now))]++
-		v.stats.total.Shed++
-		w.reply(ai, v, codeError)
-		return
-	}
-	v.tickCount++
-	st := v.spec.ServiceTime.sample(&v.rng)
-	w.eng.After(st, engine.Event{Kind: evWorkDone, A: int64(ai), B: int64(w.atts[ai].gen)})
 }
 
 // --- triggers and bins -----------------------------------------------------
@@ -695,11 +428,13 @@ func (w *world) trigger(ti int, on bool) {
 			v.addLat -= t.Add
 		}
 	case "capacity":
+		w.psAdvanceAll(v)
 		if on {
 			v.capacity *= t.Factor
 		} else {
 			v.capacity /= t.Factor
 		}
+		w.psRescheduleAll(v)
 	case "load":
 		for i := range w.clients {
 			if on {
@@ -719,7 +454,27 @@ func (w *world) trigger(ti int, on bool) {
 			v.paused++
 		} else {
 			v.paused--
-			w.startNext(v)
+			for ri := range v.reps {
+				w.startNext(v, int32(ri))
+			}
+		}
+	case "hang":
+		if on {
+			v.hangP, v.hangRel = t.Factor, t.Release
+		} else if h := v.spec.Hang; h != nil {
+			v.hangP, v.hangRel = h.Probability, h.Release
+		} else {
+			v.hangP, v.hangRel = 0, 0
+		}
+	case "cache-flush":
+		c := v.cache
+		switch {
+		case c.cdf != nil && on:
+			c.flush(t.Keys)
+		case c.cdf == nil && on:
+			c.down++
+		case c.cdf == nil:
+			c.down--
 		}
 	}
 }
@@ -749,11 +504,22 @@ func (w *world) onBin() {
 	}
 	for i := range w.services {
 		v := &w.services[i]
-		v.stats.queue[b] = float64(v.queue.Len())
-		v.stats.busy[b] = float64(v.busy)
-		if v.limiter != nil {
-			v.stats.limit[b] = float64(v.limiter.Limit())
+		var queue, busy, lim, up int
+		for j := range v.reps {
+			r := &v.reps[j]
+			queue += r.queue.Len()
+			busy += r.busy
+			if r.limiter != nil {
+				lim += r.limiter.Limit()
+			}
+			if !r.down {
+				up++
+			}
 		}
+		v.stats.queue[b] = float64(queue)
+		v.stats.busy[b] = float64(busy)
+		v.stats.limit[b] = float64(lim)
+		v.stats.up[b] = float64(up)
 	}
 	if next := now.Add(w.bin); next <= w.end {
 		w.eng.At(next, engine.Event{Kind: evBin})

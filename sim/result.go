@@ -123,14 +123,28 @@ type ServiceBin struct {
 	// Queue: requests waiting at the end of the bin; Busy: workers busy.
 	Queue float64 `json:"queue"`
 	Busy  float64 `json:"busy"`
-	// Limit: the concurrency limit at the end of the bin (0 = none).
+	// Limit: the concurrency limit at the end of the bin, summed over the
+	// replicas (0 = none).
 	Limit float64 `json:"limit"`
+	// Hung: attempts per second released from a hang, unanswered.
+	Hung float64 `json:"hung"`
+	// Crashed: attempts per second lost in a replica's crash; Crashes:
+	// crashes in the bin; ReplicasUp: replicas serving at its end.
+	Crashed    float64 `json:"crashed"`
+	Crashes    float64 `json:"crashes"`
+	ReplicasUp float64 `json:"replicas_up"`
+	// CacheHits and CacheMisses: lookups per second in the service's
+	// look-aside cache (misses are the attempts' first tries).
+	CacheHits   float64 `json:"cache_hits"`
+	CacheMisses float64 `json:"cache_misses"`
+	// OverheadS: seconds of failure work (failure_cost) charged per second.
+	OverheadS float64 `json:"overhead_s"`
 }
 
 // ServiceTotal sums a service's run. Every attempt that reached the
-// service ends in one outcome: Arrived = Completed + Shed + Expired +
-// InSystem. Lost counts attempts refused by a network outage in drop mode
-// on the way in: they never arrived.
+// service ends in one outcome: Arrived = Completed + Shed + Expired + Hung +
+// Crashed + InSystem. Lost counts attempts refused on the way in (a network
+// outage in drop mode, no replica up): they never arrived.
 type ServiceTotal struct {
 	Arrived   int64 `json:"arrived"`
 	Completed int64 `json:"completed"`
@@ -138,9 +152,16 @@ type ServiceTotal struct {
 	Wasted    int64 `json:"wasted"`
 	Shed      int64 `json:"shed"`
 	Expired   int64 `json:"expired_dropped"`
-	// Lost: attempts dropped by a network outage on the way in.
+	Hung      int64 `json:"hung"`
+	Crashed   int64 `json:"crashed"`
+	// Lost: attempts refused on the way in.
 	Lost     int64 `json:"lost"`
 	InSystem int64 `json:"in_system_at_end"`
+	// Crashes of its replicas; cache lookups; failure work, seconds.
+	Crashes     int64   `json:"crashes"`
+	CacheHits   int64   `json:"cache_hits"`
+	CacheMisses int64   `json:"cache_misses"`
+	OverheadS   float64 `json:"overhead_s"`
 }
 
 // Output is what `stormguard sim --json` prints.

@@ -134,6 +134,26 @@ type Service struct {
 	// (first tries first with adaptive LIFO, expired drop, overload
 	// signals) unless the fields say otherwise.
 	Defenses string `yaml:"defenses,omitempty" json:"defenses,omitempty"`
+
+	// Replicas of the service behind one balancer, each with its own
+	// workers, queue, limiter and capacity law [1].
+	Replicas int `yaml:"replicas,omitempty" json:"replicas,omitempty"`
+	// Balancer spreads attempts over the replicas that are up:
+	// round-robin or least-outstanding (fewest queued + in service)
+	// [round-robin].
+	Balancer string `yaml:"balancer,omitempty" json:"balancer,omitempty"`
+	// Law says how a replica's speed depends on the attempts in service
+	// (see CapacityLaw) [fixed].
+	Law *CapacityLaw `yaml:"capacity_law,omitempty" json:"capacity_law,omitempty"`
+	// FailureCost: work that refusals, sheds, expiries, errors and timeouts
+	// take from the same capacity [free].
+	FailureCost FailureCost `yaml:"failure_cost,omitempty" json:"failure_cost"`
+	// Hang: attempts that never answer and hold their worker.
+	Hang *Hang `yaml:"hang,omitempty" json:"hang,omitempty"`
+	// Crash: a replica crashes when its queue passes a limit.
+	Crash *Crash `yaml:"crash,omitempty" json:"crash,omitempty"`
+	// Cache: a look-aside cache in front of the service.
+	Cache *Cache `yaml:"cache,omitempty" json:"cache,omitempty"`
 }
 
 // QueueSpec configures a service's admission queue.
@@ -191,6 +211,10 @@ type Network struct {
 //	load      every client's arrival rate is multiplied by Factor
 //	pause     Target stops starting work (a GC or VM pause)
 //	errors    Target's responses fail with probability Factor (a brownout)
+//	hang      Target's attempts hang with probability Factor (see Hang),
+//	          released after Release
+//	cache-flush  Target's cache loses its Keys most popular keys (0: all) at
+//	          At; a cache without keys misses every lookup while it lasts
 type Trigger struct {
 	Kind     string        `yaml:"kind" json:"kind"`
 	At       time.Duration `yaml:"at" json:"at_ns"`
@@ -199,6 +223,8 @@ type Trigger struct {
 	Mode     string        `yaml:"mode,omitempty" json:"mode,omitempty"`
 	Add      time.Duration `yaml:"add,omitempty" json:"add_ns,omitempty"`
 	Factor   float64       `yaml:"factor,omitempty" json:"factor,omitempty"`
+	Release  time.Duration `yaml:"release,omitempty" json:"release_ns,omitempty"`
+	Keys     int           `yaml:"keys,omitempty" json:"keys,omitempty"`
 }
 
 // Verdict configures how a run is judged (see Verdict in result.go).
@@ -215,12 +241,21 @@ type Verdict struct {
 //	exponential  mean Mean
 //	uniform      U[Min, Max]
 //	lognormal    mean Mean, with the given standard deviation of log(x): Sigma
+//	mixture      one of Of, drawn by weight, then sampled (components nest)
 type Dist struct {
 	Kind  string        `yaml:"kind,omitempty" json:"kind,omitempty"` // [constant]
 	Mean  time.Duration `yaml:"mean,omitempty" json:"mean_ns,omitempty"`
 	Min   time.Duration `yaml:"min,omitempty" json:"min_ns,omitempty"`
 	Max   time.Duration `yaml:"max,omitempty" json:"max_ns,omitempty"`
 	Sigma float64       `yaml:"sigma,omitempty" json:"sigma,omitempty"`
+	Of    []Component   `yaml:"of,omitempty" json:"of,omitempty"`
+}
+
+// Component is one part of a mixture: a distribution and its weight (the
+// weights need not sum to 1; each part is drawn with weight / Σ weights).
+type Component struct {
+	Weight float64 `yaml:"weight" json:"weight"`
+	Dist   `yaml:",inline"`
 }
 
 // Defaults.
@@ -284,6 +319,28 @@ func (s Scenario) withDefaults() Scenario {
 		}
 		if v.OnCallFailure == "" {
 			v.OnCallFailure = "fail"
+		}
+		if v.Replicas == 0 {
+			v.Replicas = 1
+		}
+		if v.Balancer == "" {
+			v.Balancer = "round-robin"
+		}
+		if v.Law != nil {
+			l := *v.Law
+			if l.Kind == "" {
+				l.Kind = "fixed"
+			}
+			if l.Kind == "processor-sharing" && l.Cores == 0 {
+				l.Cores = 1
+			}
+			v.Law = &l
+		}
+		if v.Cache != nil && v.Cache.Keys > 0 && v.Cache.Zipf == nil {
+			c := *v.Cache
+			one := 1.0
+			c.Zipf = &one
+			v.Cache = &c
 		}
 		v.Calls = append([]Call(nil), v.Calls...)
 		for j := range v.Calls {
@@ -398,6 +455,7 @@ func (s Scenario) Validate() error {
 		if v.Capacity != nil && (v.Capacity.PerTick <= 0 || v.Capacity.Tick <= 0) {
 			bad("%s: capacity needs per_tick > 0 and tick > 0", where)
 		}
+		v.validateMechanisms(bad, where)
 		for j, c := range v.Calls {
 			cw := fmt.Sprintf("%s: calls[%d]", where, j)
 			if _, ok := services[c.Service]; !ok {
@@ -417,13 +475,28 @@ func (s Scenario) Validate() error {
 	for i, t := range s.Triggers {
 		where := fmt.Sprintf("triggers[%d] (%s)", i, t.Kind)
 		switch t.Kind {
-		case "outage", "latency", "capacity", "pause", "errors":
+		case "outage", "latency", "capacity", "pause", "errors", "hang", "cache-flush":
 			if _, ok := services[t.Target]; !ok {
 				bad("%s: target %q is not a service", where, t.Target)
 			}
 		case "load":
 		default:
-			bad("triggers[%d]: kind %q is not one of outage, latency, capacity, load, pause, errors", i, t.Kind)
+			bad("triggers[%d]: kind %q is not one of outage, latency, capacity, load, pause, errors, hang, cache-flush", i, t.Kind)
+		}
+		if j, ok := services[t.Target]; ok && t.Kind == "cache-flush" && s.Services[j].Cache == nil {
+			bad("%s: service %q has no cache", where, t.Target)
+		}
+		if t.Kind == "hang" && !(t.Factor > 0 && t.Factor <= 1) {
+			bad("%s: factor (the probability that an attempt hangs) must be in (0, 1]", where)
+		}
+		if t.Release < 0 || t.Keys < 0 {
+			bad("%s: release and keys must not be negative", where)
+		}
+		if t.Release != 0 && t.Kind != "hang" {
+			bad("%s: release is for kind hang", where)
+		}
+		if t.Keys != 0 && t.Kind != "cache-flush" {
+			bad("%s: keys is for kind cache-flush", where)
 		}
 		if t.At < 0 || t.Duration < 0 {
 			bad("%s: at and duration must not be negative", where)
@@ -527,8 +600,27 @@ func (d Dist) validate() error {
 		if d.Mean <= 0 || d.Sigma < 0 {
 			return fmt.Errorf("lognormal needs mean > 0 and sigma ≥ 0")
 		}
+	case "mixture":
+		if len(d.Of) == 0 {
+			return fmt.Errorf("mixture needs components in of")
+		}
+		if d.Mean != 0 || d.Min != 0 || d.Max != 0 || d.Sigma != 0 {
+			return fmt.Errorf("a mixture's mean, min, max and sigma are its components'")
+		}
+		for i, c := range d.Of {
+			if !(c.Weight > 0) || math.IsInf(c.Weight, 0) {
+				return fmt.Errorf("of[%d]: weight %v must be > 0", i, c.Weight)
+			}
+			if err := c.Dist.validate(); err != nil {
+				return fmt.Errorf("of[%d]: %w", i, err)
+			}
+		}
+		return nil
 	default:
-		return fmt.Errorf("kind %q is not one of constant, exponential, uniform, lognormal", d.Kind)
+		return fmt.Errorf("kind %q is not one of constant, exponential, uniform, lognormal, mixture", d.Kind)
+	}
+	if len(d.Of) > 0 {
+		return fmt.Errorf("of is for kind mixture")
 	}
 	return nil
 }

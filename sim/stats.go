@@ -73,17 +73,21 @@ func (s *clientStats) gaveUpFor(b int, reason error) {
 // serviceStats counts one service's attempts per bin.
 type serviceStats struct {
 	first, retries, completed, goodput, wasted, shed, expired []int64
-	queue, busy, limit                                        []float64
+	hung, crashed, crashes, cacheHits, cacheMisses            []int64
+	overhead                                                  []int64 // ns of failure work
+	queue, busy, limit, up                                    []float64
 	total                                                     ServiceTotal
 }
 
 func (s *serviceStats) init(n int) {
-	for _, p := range []*[]int64{&s.first, &s.retries, &s.completed, &s.goodput, &s.wasted, &s.shed, &s.expired} {
+	for _, p := range []*[]int64{&s.first, &s.retries, &s.completed, &s.goodput, &s.wasted, &s.shed, &s.expired,
+		&s.hung, &s.crashed, &s.crashes, &s.cacheHits, &s.cacheMisses, &s.overhead} {
 		*p = make([]int64, n)
 	}
 	s.queue = make([]float64, n)
 	s.busy = make([]float64, n)
 	s.limit = make([]float64, n)
+	s.up = make([]float64, n)
 }
 
 // binOf returns the bin of virtual time t, clamped to the last bin.
@@ -152,6 +156,13 @@ func (w *world) result(name string) Result {
 				Queue:          st.queue[b],
 				Busy:           st.busy[b],
 				Limit:          st.limit[b],
+				Hung:           float64(st.hung[b]) * perS,
+				Crashed:        float64(st.crashed[b]) * perS,
+				Crashes:        float64(st.crashes[b]),
+				ReplicasUp:     st.up[b],
+				CacheHits:      float64(st.cacheHits[b]) * perS,
+				CacheMisses:    float64(st.cacheMisses[b]) * perS,
+				OverheadS:      float64(st.overhead[b]) / 1e9 * perS,
 			}
 		}
 		r.Services = append(r.Services, s)

@@ -51,9 +51,9 @@ const (
 //  8. recovered: otherwise. It recovered at the start of the first S
 //     consecutive healthy bins after the collapse began (or, without such a
 //     stretch, after its last unhealthy bin). recovery_s is that time minus
-//     the end of the last trigger when the collapse began before that end,
-//     and minus the collapse's start when it began later (a collapse under a
-//     load episode, with no trigger active).
+//     the end of the last trigger when the collapse began before that end
+//     or within a bin of it, and minus the collapse's start when it began
+//     later (a collapse under a load episode, with no trigger active).
 func judge(r *Result, sc Scenario) {
 	r.CollapseS = nil
 	n := int(math.Round(r.DurationS / r.BinS))
@@ -123,12 +123,18 @@ func judge(r *Result, sc Scenario) {
 	onsetS := float64(onset) * r.BinS
 	r.CollapseS = ptr(onsetS)
 	since := fmt.Sprintf("%s of the requests that arrived from %.0f s on succeeded", share(cOK[last+1]-cOK[onset], cEnd[last+1]-cEnd[onset]), onsetS)
-	cause := "while a trigger was active"
+	// A collapse that begins more than a bin after the last trigger ended
+	// (or with no trigger) is its own event: its recovery is measured from
+	// its start.
+	late := len(r.TriggerS) == 0 || onsetS > trigEnd+r.BinS
+	cause := "during a trigger"
 	switch {
 	case len(r.TriggerS) == 0:
 		cause = "with no trigger"
-	case onsetS >= trigEnd:
+	case late:
 		cause = fmt.Sprintf("%.0f s after the last trigger ended", onsetS-trigEnd)
+	case onsetS >= trigEnd:
+		cause = "as the trigger ended"
 	}
 
 	bad := 0
@@ -140,7 +146,7 @@ func judge(r *Result, sc Scenario) {
 	if 3*bad > settle {
 		r.Verdict, r.RecoveryS = "metastable", nil
 		r.Why = fmt.Sprintf("collapsed at %.0f s (%s) and had not come back by the end: %s", onsetS, cause, since)
-		if len(r.TriggerS) > 0 && onsetS < trigEnd {
+		if !late {
 			r.Why = fmt.Sprintf("collapsed at %.0f s (%s) and had not come back %.0f s after the trigger ended: %s", onsetS, cause, r.DurationS-trigEnd, since)
 		}
 		return
@@ -163,7 +169,7 @@ func judge(r *Result, sc Scenario) {
 	}
 	recAt := float64(rec) * r.BinS
 	var recS float64
-	if len(r.TriggerS) > 0 && onsetS < trigEnd {
+	if !late {
 		recS = math.Max(0, recAt-trigEnd)
 		r.Why = fmt.Sprintf("collapsed at %.0f s (%s); requests succeeded ≥ %.0f%% again from %.0f s, %.1f s after the trigger ended", onsetS, cause, pct, recAt, recS)
 	} else {

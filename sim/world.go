@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"hash/fnv"
-	"math"
 	"time"
 
 	"github.com/stormguard/stormguard/budget"
@@ -14,21 +13,26 @@ import (
 )
 
 // Event kinds of the model. Every event's Target, A and B are documented
-// here; the handlers are in events.go.
+// here; the handlers are in events.go and server.go.
 const (
-	evArrive     engine.Kind = iota // Target: client; a new request arrives (open loop, burst)
-	evThink                         // Target: client, A: user; a closed-loop user sends its next request
-	evDeliver                       // A: attempt, B: gen; the attempt reaches its service
-	evWorkDone                      // A: attempt, B: gen; a worker finished the local work
-	evReply                         // A: attempt, B: gen<<8 | code; the answer reaches the caller
-	evTimeout                       // A: attempt, B: gen; the caller's attempt timeout (fixed queue per edge)
-	evRetry                         // A: request, B: gen; the backoff is over, send the next attempt
-	evExpire                        // Target: service; the queue's next item falls due
-	evBin                           // end of a statistics bin
-	evTriggerOn                     // Target: trigger
-	evTriggerOff                    // Target: trigger
-	evFleetSync                     // Target: client, A: process, B: rewards (milli-tokens); reaches the fleet's store
-	evFleetGrant                    // Target: client, A: process, B: grant (milli-tokens); reaches the process
+	evArrive       engine.Kind = iota // Target: client; a new request arrives (open loop, burst)
+	evThink                           // Target: client, A: user; a closed-loop user sends its next request
+	evDeliver                         // A: attempt, B: gen; the attempt reaches its service
+	evWorkDone                        // A: attempt, B: gen; a worker finished the local work
+	evReply                           // A: attempt, B: gen<<8 | code; the answer reaches the caller
+	evTimeout                         // A: attempt, B: gen; the caller's attempt timeout (fixed queue per edge)
+	evRetry                           // A: request, B: gen; the backoff is over, send the next attempt
+	evExpire                          // Target: service, A: replica; the queue's next item falls due
+	evBin                             // end of a statistics bin
+	evTriggerOn                       // Target: trigger
+	evTriggerOff                      // Target: trigger
+	evFleetSync                       // Target: client, A: process, B: rewards (milli-tokens); reaches the fleet's store
+	evFleetGrant                      // Target: client, A: process, B: grant (milli-tokens); reaches the process
+	evPSDone                          // Target: service, A: replica; the next processor-sharing job is done
+	evOverheadDone                    // Target: service, A: replica, B: epoch; a worker finished failure work
+	evRelease                         // A: attempt, B: gen; a hung attempt lets its worker go
+	evRestart                         // Target: service, A: replica; a crashed replica serves again
+	evCacheHit                        // A: request, B: gen; a cache hit's answer reaches the caller
 )
 
 // Reply codes carried by evReply.
@@ -54,6 +58,7 @@ type request struct {
 	parentGen uint32 //
 	user      int32  // closed-loop user; noID otherwise
 	cur       int32  // current attempt; noID between attempts
+	key       int32  // cache key of a keyed cache miss, filled on success; noID otherwise
 	gen       uint32
 	arrival   engine.Time
 	deadline  engine.Time // 0: none
@@ -81,6 +86,9 @@ type attempt struct {
 	srvDone  bool
 	live     bool
 	// server side
+	rep       int32 // replica
+	inSvc     bool  // holds a worker of its replica
+	hung      bool
 	permit    limit.Permit
 	hasPermit bool
 	nextCall  int32
@@ -101,6 +109,8 @@ type edge struct {
 	propagate bool
 	latency   Dist
 	rng       engine.Rand
+	cache     *cache        // the target's look-aside cache, if any
+	noticeTO  time.Duration // failure work a timeout costs the calling service
 }
 
 type client struct {
@@ -115,26 +125,35 @@ type client struct {
 
 type service struct {
 	spec      Service
+	idx       int
 	workers   int
-	queue     *shed.Queue[int32]
-	limiter   *limit.Limiter
+	reps      []replica
+	rr        int32   // the balancer's next replica
 	calls     []int32 // edges
 	signals   bool    // answer shedding with stormguard's overload signal
 	expire    bool    // drop expired work (queue and admission)
 	minRemain time.Duration
 	rng       engine.Rand
-	busy      int
 	paused    int
 	capacity  float64 // product of active capacity triggers
 	outages   int
 	dropMode  bool
 	held      []engine.Event // messages held by an outage
 	addLat    time.Duration
-	errRate   float64     // error probability: the spec's, or an errors trigger's
-	expiryAt  engine.Time // when an evExpire is scheduled; 0: none
-	tickStart engine.Time
-	tickCount int
-	stats     serviceStats
+	errRate   float64 // error probability: the spec's, or an errors trigger's
+	hangP     float64 // hang probability: the spec's, or a hang trigger's
+	hangRel   time.Duration
+	// the capacity law
+	ps               bool    // processor sharing
+	psByN            bool    // its speed depends on the attempts in service
+	cores            float64 // processor sharing
+	perRequest       time.Duration
+	leastOutstanding bool
+	crashAt          int // queue length past which a replica crashes
+	cache            *cache
+	tickStart        engine.Time
+	tickCount        int
+	stats            serviceStats
 }
 
 // world is one run's state.
@@ -203,6 +222,7 @@ func newWorld(sc Scenario) (*world, error) {
 		svcIdx[spec.Name] = int32(i)
 		v := &w.services[i]
 		v.spec = spec
+		v.idx = i
 		v.workers = spec.Workers
 		v.capacity = 1
 		v.errRate = spec.ErrorRate
@@ -210,17 +230,29 @@ func newWorld(sc Scenario) (*world, error) {
 		v.expire = spec.ExpiredDrop
 		v.minRemain = spec.MinRemaining
 		v.rng = engine.Stream(sc.Seed, streamID("service", spec.Name))
-		q, err := shed.New[int32](spec.Queue.ShedConfig(spec.MinRemaining))
-		if err != nil {
-			return nil, fmt.Errorf("service %s: queue: %w", spec.Name, err)
+		if h := spec.Hang; h != nil {
+			v.hangP, v.hangRel = h.Probability, h.Release
 		}
-		v.queue = q
-		if spec.Limiter != nil {
-			alg, err := spec.Limiter.New()
+		if l := spec.Law; l != nil {
+			v.ps = l.Kind == "processor-sharing"
+			v.psByN = l.Knee > 0 || len(l.Curve) > 0
+			v.cores = l.Cores
+			v.perRequest = l.PerRequest
+		}
+		v.leastOutstanding = spec.Balancer == "least-outstanding"
+		if spec.Crash != nil {
+			v.crashAt = spec.Crash.limit()
+		}
+		if spec.Cache != nil {
+			v.cache = newCache(*spec.Cache, engine.Stream(sc.Seed, streamID("cache", spec.Name)))
+		}
+		v.reps = make([]replica, spec.Replicas)
+		for j := range v.reps {
+			r, err := v.newReplica()
 			if err != nil {
-				return nil, fmt.Errorf("service %s: limiter: %w", spec.Name, err)
+				return nil, fmt.Errorf("service %s: %w", spec.Name, err)
 			}
-			v.limiter = limit.NewLimiter(alg)
+			v.reps[j] = r
 		}
 		v.stats.init(w.nbins)
 	}
@@ -278,6 +310,10 @@ func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, pro
 	}
 	e.timeoutQ = w.eng.NewFixedQueue(timeout)
 	e.rng = engine.Stream(w.sc.Seed, streamID("edge", name))
+	e.cache = w.services[target].cache
+	if from >= 0 {
+		e.noticeTO = w.services[from].spec.FailureCost.Timeout
+	}
 	w.edges = append(w.edges, e)
 	return int32(len(w.edges) - 1), nil
 }
@@ -292,30 +328,6 @@ func budgetLevel(b budget.Budget) float64 {
 		return b.Level() / b.MaxTokens()
 	}
 	return -1
-}
-
-// sample draws a duration from d with the stream r.
-func (d Dist) sample(r *engine.Rand) time.Duration {
-	switch d.Kind {
-	case "exponential":
-		return time.Duration(r.ExpFloat64() * float64(d.Mean))
-	case "uniform":
-		return d.Min + time.Duration(r.Float64()*float64(d.Max-d.Min))
-	case "lognormal":
-		// mean = exp(mu + sigma²/2)
-		mu := math.Log(float64(d.Mean)) - d.Sigma*d.Sigma/2
-		return time.Duration(math.Exp(mu + d.Sigma*normal(r)))
-	}
-	return d.Mean
-}
-
-// normal draws a standard normal sample (Box–Muller, one of the pair).
-func normal(r *engine.Rand) float64 {
-	u1 := r.Float64()
-	for u1 == 0 {
-		u1 = r.Float64()
-	}
-	return math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*r.Float64())
 }
 
 // wall converts virtual time to the time.Time the cores take.
