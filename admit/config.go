@@ -39,6 +39,27 @@ type Config struct {
 	// reached: capacity, order (fifo, lifo, adaptive-lifo with CoDel) and
 	// priority (first tries before retries by default, or by criticality).
 	Queue shed.Config `json:"queue,omitzero" yaml:"queue,omitempty"`
+	// MaxCriticality is the highest criticality the gate takes from a
+	// caller's word [critical]: a request that claims more (critical-plus)
+	// is ranked, bound to its context and propagated downstream as
+	// MaxCriticality, unless the shell vouches for its caller
+	// ([Request].TrustedCriticality, set by the servers' TrustCriticality
+	// hooks). A claim below it (sheddable, sheddable-plus) is always taken:
+	// a caller may lower its own priority, which costs nobody else.
+	//
+	// The criticality is the caller's say-so, not a credential: with
+	// Queue.Priority "criticality", a request that claims critical-plus is
+	// served before, and evicts from a full queue, the queued requests of
+	// every other caller. Hence the default: nobody is believed above
+	// critical, the level of a request that says nothing, so that no
+	// caller can buy priority over callers that stay silent, while the
+	// levels below keep their meaning. Raise it to critical-plus only when
+	// every caller that reaches the server is inside your network and
+	// trusted (behind an authenticating proxy, say); otherwise trust
+	// callers one by one with the servers' TrustCriticality hooks. Set it
+	// to sheddable to rank every request alike (they then run, and
+	// propagate, as sheddable).
+	MaxCriticality wire.Criticality `json:"max_criticality,omitempty" yaml:"max_criticality,omitempty"`
 
 	// Limiter, when set, is used instead of building one from Limit (to
 	// use an algorithm configured in code, say). Build it with
@@ -111,6 +132,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: retry_after %v is more than %v", ErrInvalidConfig, c.RetryAfter, wire.MaxPushback)
 	case d.MinRemaining < 0:
 		return fmt.Errorf("%w: min_remaining %v is negative", ErrInvalidConfig, d.MinRemaining)
+	case c.MaxCriticality < wire.Sheddable || c.MaxCriticality > wire.CriticalPlus:
+		return fmt.Errorf("%w: max_criticality %v is not a criticality (want sheddable, sheddable-plus, critical or critical-plus)", ErrInvalidConfig, c.MaxCriticality)
 	case d.MinRemaining >= d.MaxTimeout:
 		return fmt.Errorf("%w: min_remaining %v is not below max_timeout %v: every request would be dropped", ErrInvalidConfig, d.MinRemaining, d.MaxTimeout)
 	}

@@ -14,8 +14,16 @@ type Request struct {
 	// Attempt is the attempt number from the wire: 1 for a first try, 2
 	// for the first retry, and so on. A value below 1 counts as 1.
 	Attempt int
-	// Criticality is the request's criticality from the wire.
+	// Criticality is the request's criticality from the wire: the
+	// caller's claim, which the gate lowers to Config.MaxCriticality
+	// unless TrustedCriticality is set. A value outside the four levels
+	// counts as the nearest level.
 	Criticality wire.Criticality
+	// TrustedCriticality says the shell vouches for the caller (an
+	// authenticated peer inside your network, say): its Criticality is
+	// taken as it is, above Config.MaxCriticality too. Leave it unset for
+	// callers you do not know.
+	TrustedCriticality bool
 	// Timeout is the time the caller says it has left, from the wire
 	// (Stormguard-Timeout, say), when HasTimeout is set. It can shorten the
 	// deadline, never extend it past MaxTimeout; 0 means the deadline has

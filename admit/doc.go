@@ -25,9 +25,11 @@
 //  3. [Request].Throttle, if set and true: [Throttled] ([ShedThrottled]).
 //  4. If nobody is queued and fewer than the limit are running, it is
 //     admitted at once. Otherwise it waits in the queue, ranked by its
-//     attempt number and criticality. The queue may refuse it or later give
-//     it up (full, evicted by a request it would serve first, timed out by
-//     adaptive LIFO): [InstanceOverloaded], or [ServiceOverloaded] if
+//     attempt number and criticality (the caller's claim, lowered to
+//     Config.MaxCriticality, critical by default, unless the shell vouches
+//     for the caller). The queue may refuse it or later give it up (full,
+//     evicted by a request it would serve first, timed out by adaptive
+//     LIFO): [InstanceOverloaded], or [ServiceOverloaded] if
 //     Config.ServiceSaturated says the whole service is out of capacity. Its
 //     deadline may pass while it waits: [Expired]. Its context may end:
 //     [Expired] if by its deadline, else [Canceled] (the caller left, and

@@ -22,6 +22,7 @@ import (
 type Gate struct {
 	maxTimeout   time.Duration
 	minRemaining time.Duration
+	maxCrit      wire.Criticality
 	lim          *limit.Limiter
 	dials        *killswitch.Dials
 	saturated    func() bool
@@ -79,6 +80,7 @@ func New(cfg Config) (*Gate, error) {
 	g := &Gate{
 		maxTimeout:   cfg.MaxTimeout,
 		minRemaining: cfg.MinRemaining,
+		maxCrit:      cfg.MaxCriticality,
 		lim:          lim,
 		dials:        cfg.Dials,
 		saturated:    cfg.ServiceSaturated,
@@ -131,13 +133,20 @@ func (g *Gate) Admit(ctx context.Context, now time.Time, r Request) (t Ticket, d
 		return Ticket{}, g.refuse(ShedThrottled)
 	}
 
+	crit := max(r.Criticality, wire.Sheddable)
+	if r.TrustedCriticality {
+		crit = min(crit, wire.CriticalPlus)
+	} else {
+		crit = min(crit, g.maxCrit)
+	}
+
 	var gr grant
 	ok := false
 	if g.waiting.Load() == 0 { // nobody to overtake: try the fast path
 		gr.permit, ok = g.lim.AcquireAt(now)
 	}
 	if !ok {
-		if gr, d = g.await(ctx, attempt, r.Criticality, dl); !d.Admitted() {
+		if gr, d = g.await(ctx, attempt, crit, dl); !d.Admitted() {
 			return Ticket{}, d
 		}
 	}
@@ -145,7 +154,7 @@ func (g *Gate) Admit(ctx context.Context, now time.Time, r Request) (t Ticket, d
 	if g.onWait != nil {
 		g.onWait(gr.waited)
 	}
-	return Ticket{g: g, permit: gr.permit, deadline: dl, attempt: attempt, crit: r.Criticality}, Decision{}
+	return Ticket{g: g, permit: gr.permit, deadline: dl, attempt: attempt, crit: crit}, Decision{}
 }
 
 // refuse counts a request shed for reason and returns its decision:

@@ -2,6 +2,7 @@ package admit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -421,7 +422,7 @@ func TestZeroTicketRelease(t *testing.T) {
 func TestTicketBind(t *testing.T) {
 	g := mustGate(t, admit.Config{})
 	now := time.Now()
-	tk, _ := g.Admit(context.Background(), now, admit.Request{Attempt: 2, Criticality: wire.CriticalPlus, Timeout: time.Second, HasTimeout: true})
+	tk, _ := g.Admit(context.Background(), now, admit.Request{Attempt: 2, Criticality: wire.CriticalPlus, TrustedCriticality: true, Timeout: time.Second, HasTimeout: true})
 	defer tk.Release(context.Background(), time.Now(), admit.Succeeded)
 	ctx, cancel := tk.Bind(context.Background())
 	defer cancel()
@@ -429,6 +430,69 @@ func TestTicketBind(t *testing.T) {
 	if !ok || !dl.Equal(now.Add(time.Second)) || deadline.Attempt(ctx) != 2 || deadline.Criticality(ctx) != wire.CriticalPlus {
 		t.Errorf("context: deadline %v (%v), attempt %d, criticality %v; want now+1s, 2, critical-plus",
 			dl.Sub(now), ok, deadline.Attempt(ctx), deadline.Criticality(ctx))
+	}
+}
+
+// The criticality a request runs with: the caller's claim, lowered to
+// MaxCriticality unless the shell vouched for the caller, and clamped to
+// the four levels. Claims below the cap are always taken.
+func TestAdmitCriticalityCap(t *testing.T) {
+	tests := []struct {
+		max     wire.Criticality
+		claim   wire.Criticality
+		trusted bool
+		want    wire.Criticality
+	}{
+		{wire.Critical, wire.CriticalPlus, false, wire.Critical}, // the default cap
+		{wire.Critical, wire.CriticalPlus, true, wire.CriticalPlus},
+		{wire.Critical, wire.Critical, false, wire.Critical},
+		{wire.Critical, wire.SheddablePlus, false, wire.SheddablePlus},
+		{wire.Critical, wire.Sheddable, false, wire.Sheddable},
+		{wire.Critical, 100, false, wire.Critical},
+		{wire.Critical, 100, true, wire.CriticalPlus},
+		{wire.Critical, -100, false, wire.Sheddable},
+		{wire.CriticalPlus, wire.CriticalPlus, false, wire.CriticalPlus},
+		{wire.Sheddable, wire.CriticalPlus, false, wire.Sheddable},
+		{wire.Sheddable, wire.SheddablePlus, false, wire.Sheddable},
+		{wire.Sheddable, wire.CriticalPlus, true, wire.CriticalPlus},
+		{wire.SheddablePlus, wire.Critical, false, wire.SheddablePlus},
+	}
+	for _, tt := range tests {
+		g := mustGate(t, admit.Config{MaxCriticality: tt.max})
+		tk, d := g.Admit(context.Background(), time.Now(), admit.Request{Criticality: tt.claim, TrustedCriticality: tt.trusted})
+		if !d.Admitted() {
+			t.Fatalf("refused: %+v", d)
+		}
+		if got := tk.Criticality(); got != tt.want {
+			t.Errorf("max %v, claim %v, trusted %v: runs as %v; want %v", tt.max, tt.claim, tt.trusted, got, tt.want)
+		}
+		tk.Release(context.Background(), time.Now(), admit.Succeeded)
+	}
+}
+
+// max_criticality decodes from its level's name and refuses anything else.
+func TestConfigMaxCriticalityJSON(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    wire.Criticality
+		wantErr bool
+	}{
+		{`{}`, wire.Critical, false},
+		{`{"max_criticality": "critical-plus"}`, wire.CriticalPlus, false},
+		{`{"max_criticality": "sheddable"}`, wire.Sheddable, false},
+		{`{"max_criticality": "top"}`, 0, true},
+		{`{"max_criticality": 1}`, 0, true},
+	}
+	for _, tt := range tests {
+		var c admit.Config
+		err := json.Unmarshal([]byte(tt.in), &c)
+		if (err != nil) != tt.wantErr || (!tt.wantErr && c.MaxCriticality != tt.want) {
+			t.Errorf("%s: %v, %v; want %v (error %v)", tt.in, c.MaxCriticality, err, tt.want, tt.wantErr)
+		}
+	}
+	b, err := json.Marshal(admit.Config{MaxCriticality: wire.CriticalPlus})
+	if err != nil || !strings.Contains(string(b), `"max_criticality":"critical-plus"`) {
+		t.Errorf("Marshal: %s, %v; want max_criticality as its name", b, err)
 	}
 }
 
@@ -455,6 +519,10 @@ func TestConfigValidate(t *testing.T) {
 		{admit.Config{Queue: shed.Config{Order: "random"}}, "queue"},
 		{admit.Config{Limit: limit.Spec{Kind: limit.KindFixed}}, "limit"},
 		{admit.Config{Limit: limit.Spec{Kind: limit.KindFixed}, Limiter: limit.NewLimiter(limit.Fixed{N: 2})}, ""},
+		{admit.Config{MaxCriticality: wire.CriticalPlus}, ""},
+		{admit.Config{MaxCriticality: wire.Sheddable}, ""},
+		{admit.Config{MaxCriticality: wire.CriticalPlus + 1}, "max_criticality"},
+		{admit.Config{MaxCriticality: wire.Sheddable - 1}, "max_criticality"},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()

@@ -17,10 +17,10 @@ import (
 	"github.com/stormguard/stormguard/wire"
 )
 
-// ServerConfig describes a [Server]. Its fields but ThrottleClient are
-// those of [admit.Config] (and of httpx.ServerConfig), with the same meaning
-// and the same configuration names, so one YAML block configures either
-// server; here is what they mean on gRPC. The first fields are plain data
+// ServerConfig describes a [Server]. Its fields but ThrottleClient and
+// TrustCriticality are those of [admit.Config] (and of httpx.ServerConfig),
+// with the same meaning and the same configuration names, so one YAML block
+// configures either server; here is what they mean on gRPC. The first fields are plain data
 // (a zero field takes the default in brackets); the last ones are runtime
 // parts that only code can supply.
 type ServerConfig struct {
@@ -47,6 +47,16 @@ type ServerConfig struct {
 	// capacity, order and priority (first tries before retries by default,
 	// or by criticality).
 	Queue shed.Config `json:"queue,omitzero" yaml:"queue,omitempty"`
+	// MaxCriticality is the highest stormguard-criticality believed from a
+	// caller [critical]: a call that claims more (critical-plus) is
+	// queued, and runs and propagates, as MaxCriticality, unless
+	// TrustCriticality vouches for its caller. Lower claims are always
+	// taken. The metadata is the caller's say-so: with Queue.Priority
+	// "criticality" a call that claims critical-plus is served before, and
+	// evicts from a full queue, everyone else's. Raise this to
+	// critical-plus only when every client that reaches the server is
+	// inside your network and trusted; see [admit.Config].MaxCriticality.
+	MaxCriticality wire.Criticality `json:"max_criticality,omitempty" yaml:"max_criticality,omitempty"`
 
 	// Limiter, when set, is used instead of building one from Limit (to
 	// use an algorithm configured in code, say). Build it with
@@ -72,6 +82,15 @@ type ServerConfig struct {
 	// call fails with RESOURCE_EXHAUSTED and a pushback. It must be fast and
 	// safe for concurrent use.
 	ThrottleClient func(ctx context.Context, fullMethod string) bool `json:"-" yaml:"-"`
+	// TrustCriticality, when set, is asked for every call whose
+	// stormguard-criticality claims more than MaxCriticality whether to
+	// believe its caller, with the call's incoming context and full method
+	// name: true takes the claim as it is. Decide from something the
+	// caller cannot forge, inside your network: the peer's verified
+	// identity (peer.FromContext(ctx).AuthInfo under mutual TLS), or a peer
+	// address on a private network that outsiders cannot reach. It must be
+	// fast and safe for concurrent use.
+	TrustCriticality func(ctx context.Context, fullMethod string) bool `json:"-" yaml:"-"`
 	// OnQueueWait, when set, is told how long each call that was admitted
 	// waited for its slot: 0 for the calls admitted at once. It runs on the
 	// call's goroutine before the handler, and must not block (a histogram
@@ -94,7 +113,7 @@ var ErrInvalidServerConfig = admit.ErrInvalidConfig
 // gate returns the admission gate's part of c.
 func (c ServerConfig) gate() admit.Config {
 	return admit.Config{MaxTimeout: c.MaxTimeout, MinRemaining: c.MinRemaining, RetryAfter: c.RetryAfter,
-		Limit: c.Limit, Queue: c.Queue, Limiter: c.Limiter, Dials: c.Dials,
+		Limit: c.Limit, Queue: c.Queue, MaxCriticality: c.MaxCriticality, Limiter: c.Limiter, Dials: c.Dials,
 		ServiceSaturated: c.ServiceSaturated, OnQueueWait: c.OnQueueWait}
 }
 
@@ -158,7 +177,9 @@ const (
 //  4. If nobody is queued and fewer than the limit are running, the handler
 //     runs at once. Otherwise the call waits in the queue, ranked by its
 //     attempt number (stormguard-attempt, else grpc-previous-rpc-attempts
-//     + 1, else 1) and its criticality (stormguard-criticality). The queue
+//     + 1, else 1) and its criticality (stormguard-criticality, at most
+//     MaxCriticality unless TrustCriticality vouches for the caller). The
+//     queue
 //     may refuse it or later give it up (full, evicted by a call it would
 //     serve first, timed out by adaptive LIFO): UNAVAILABLE,
 //     stormguard-overload: instance and grpc-retry-pushback-ms: RetryAfter
@@ -208,6 +229,8 @@ const (
 type Server struct {
 	gate     *admit.Gate
 	throttle func(context.Context, string) bool
+	trust    func(context.Context, string) bool
+	maxCrit  wire.Criticality
 
 	// Trailers of the refusals, built once. grpc-go copies a trailer it is
 	// given (metadata.Join).
@@ -227,6 +250,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return &Server{
 		gate:        g,
 		throttle:    cfg.ThrottleClient,
+		trust:       cfg.TrustCriticality,
+		maxCrit:     cfg.MaxCriticality,
 		mdInstance:  metadata.MD{keyOverload: {wire.OverloadInstance.String()}, wire.KeyGRPCRetryPushback: {ms}},
 		mdThrottled: metadata.MD{wire.KeyGRPCRetryPushback: {ms}},
 	}, nil
@@ -285,6 +310,9 @@ func (s *serverStream) Context() context.Context { return s.ctx }
 func (s *Server) handle(ctx context.Context, method string, setTrailer func(metadata.MD), run func(context.Context) error) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	req := requestOf(md)
+	if req.Criticality > s.maxCrit && s.trust != nil {
+		req.TrustedCriticality = s.trust(ctx, method)
+	}
 	if s.throttle != nil {
 		req.Throttle = func() bool { return s.throttle(ctx, method) }
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/grpcx"
 	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/limit"
@@ -36,10 +37,11 @@ func guarded(t *testing.T, cfg grpcx.ServerConfig, steps ...step) (*backend, *gr
 	return newBackend(t, sg.ServerOptions(), steps...), sg
 }
 
-// waitFor polls cond until it holds, failing the test after 5 s.
+// waitFor polls cond until it holds, failing the test after 5 s (scaled
+// with the host's slowness).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(5 * time.Second); !cond(); {
+	for end := time.Now().Add(hostspeed.Scale(5 * time.Second)); !cond(); {
 		if time.Now().After(end) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
@@ -340,8 +342,8 @@ func TestServerConfigValidate(t *testing.T) {
 
 // Both servers' configurations have admit.Config's fields, with the same
 // names, types and configuration names, so that one YAML block configures
-// either and nothing is lost on the way to the gate; only ThrottleClient,
-// whose type is the transport's, is their own.
+// either and nothing is lost on the way to the gate; only ThrottleClient
+// and TrustCriticality, whose types are the transport's, are their own.
 func TestServerConfigsMirrorAdmit(t *testing.T) {
 	gate := reflect.TypeFor[admit.Config]()
 	for _, shell := range []reflect.Type{reflect.TypeFor[grpcx.ServerConfig](), reflect.TypeFor[httpx.ServerConfig]()} {
@@ -355,8 +357,8 @@ func TestServerConfigsMirrorAdmit(t *testing.T) {
 				t.Errorf("%v.%s is %v `%s`; admit.Config's is %v `%s`", shell, f.Name, f.Type, f.Tag, g.Type, g.Tag)
 			}
 		}
-		if shell.NumField()-len(own) != gate.NumField() || !slices.Equal(own, []string{"ThrottleClient"}) {
-			t.Errorf("%v has %d fields, its own %v; want admit.Config's %d and ThrottleClient", shell, shell.NumField(), own, gate.NumField())
+		if shell.NumField()-len(own) != gate.NumField() || !slices.Equal(own, []string{"ThrottleClient", "TrustCriticality"}) {
+			t.Errorf("%v has %d fields, its own %v; want admit.Config's %d, ThrottleClient and TrustCriticality", shell, shell.NumField(), own, gate.NumField())
 		}
 	}
 }

@@ -9,14 +9,15 @@ import (
 	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
-// ServerConfig describes a [Server]. Its fields but ThrottleClient are
-// those of [admit.Config], with the same meaning and the same configuration
-// names, so one YAML block configures an HTTP or a gRPC server; here is what
-// they mean on HTTP. The first fields are plain data (they decode from JSON
-// or YAML and a zero field takes the default in brackets); the last ones are
-// runtime parts that only code can supply.
+// ServerConfig describes a [Server]. Its fields but ThrottleClient and
+// TrustCriticality are those of [admit.Config], with the same meaning and
+// the same configuration names, so one YAML block configures an HTTP or a
+// gRPC server; here is what they mean on HTTP. The first fields are plain
+// data (they decode from JSON or YAML and a zero field takes the default in
+// brackets); the last ones are runtime parts that only code can supply.
 type ServerConfig struct {
 	// MaxTimeout bounds the deadline of every request [30s]: a request's
 	// context ends at arrival + min(MaxTimeout, Stormguard-Timeout). A
@@ -40,6 +41,16 @@ type ServerConfig struct {
 	// reached: capacity, order (fifo, lifo, adaptive-lifo with CoDel) and
 	// priority (first tries before retries by default, or by criticality).
 	Queue shed.Config `json:"queue,omitzero" yaml:"queue,omitempty"`
+	// MaxCriticality is the highest Stormguard-Criticality believed from a
+	// caller [critical]: a request that claims more (critical-plus) is
+	// queued, and runs and propagates, as MaxCriticality, unless
+	// TrustCriticality vouches for its caller. Lower claims are always
+	// taken. The header is the caller's say-so: with Queue.Priority
+	// "criticality" a request that claims critical-plus is served before,
+	// and evicts from a full queue, everyone else's. Raise this to
+	// critical-plus only when every client that reaches the server is
+	// inside your network and trusted; see [admit.Config].MaxCriticality.
+	MaxCriticality wire.Criticality `json:"max_criticality,omitempty" yaml:"max_criticality,omitempty"`
 
 	// Limiter, when set, is used instead of building one from Limit (to
 	// use an algorithm configured in code, say). Build it with
@@ -67,6 +78,15 @@ type ServerConfig struct {
 	// with 429 and Retry-After. It must be fast and safe for concurrent
 	// use.
 	ThrottleClient func(r *http.Request) bool `json:"-" yaml:"-"`
+	// TrustCriticality, when set, is asked for every request whose
+	// Stormguard-Criticality claims more than MaxCriticality whether to
+	// believe its caller: true takes the claim as it is. Decide from
+	// something the caller cannot forge, inside your network: a verified
+	// client certificate (r.TLS), a header your authenticating proxy sets
+	// and strips from outside traffic, a peer address on a private network
+	// that outsiders cannot reach (r.RemoteAddr). It must be fast and safe
+	// for concurrent use.
+	TrustCriticality func(r *http.Request) bool `json:"-" yaml:"-"`
 	// OnQueueWait, when set, is told how long each request that was
 	// admitted waited for its slot: 0 for the requests admitted at once. It
 	// runs on the request's goroutine before the handler, and must not
@@ -89,7 +109,7 @@ var ErrInvalidServerConfig = admit.ErrInvalidConfig
 // gate returns the admission gate's part of c.
 func (c ServerConfig) gate() admit.Config {
 	return admit.Config{MaxTimeout: c.MaxTimeout, MinRemaining: c.MinRemaining, RetryAfter: c.RetryAfter,
-		Limit: c.Limit, Queue: c.Queue, Limiter: c.Limiter, Dials: c.Dials,
+		Limit: c.Limit, Queue: c.Queue, MaxCriticality: c.MaxCriticality, Limiter: c.Limiter, Dials: c.Dials,
 		ServiceSaturated: c.ServiceSaturated, OnQueueWait: c.OnQueueWait}
 }
 
@@ -130,7 +150,8 @@ func (c ServerConfig) Validate() error { return c.gate().Validate() }
 //  4. If nobody is queued and fewer than the limit are running, the handler
 //     runs at once. Otherwise the request waits in the queue, ranked by its
 //     attempt number (Stormguard-Attempt) and criticality
-//     (Stormguard-Criticality). The queue may refuse it or later give it up
+//     (Stormguard-Criticality, at most MaxCriticality unless
+//     TrustCriticality vouches for the caller). The queue may refuse it or later give it up
 //     (full, evicted by a request it would serve first, timed out by
 //     adaptive LIFO): 503, Retry-After, Stormguard-Overload: instance (or
 //     service, see ServiceSaturated). Its deadline may pass while it
@@ -174,6 +195,8 @@ func (c ServerConfig) Validate() error { return c.gate().Validate() }
 type Server struct {
 	gate       *admit.Gate
 	throttle   func(*http.Request) bool
+	trust      func(*http.Request) bool
+	maxCrit    wire.Criticality
 	retryAfter []string // the Retry-After value, built once
 }
 
@@ -189,6 +212,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return &Server{
 		gate:       g,
 		throttle:   cfg.ThrottleClient,
+		trust:      cfg.TrustCriticality,
+		maxCrit:    cfg.MaxCriticality,
 		retryAfter: []string{strconv.FormatInt(int64(max(secs, 1)), 10)},
 	}, nil
 }

@@ -17,6 +17,9 @@ type guarded struct {
 func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := g.s
 	req := requestOf(r.Header)
+	if req.Criticality > s.maxCrit && s.trust != nil {
+		req.TrustedCriticality = s.trust(r)
+	}
 	if s.throttle != nil {
 		req.Throttle = func() bool { return s.throttle(r) }
 	}

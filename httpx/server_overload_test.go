@@ -421,7 +421,7 @@ func TestTransportPropagatesCriticality(t *testing.T) {
 		got <- r.Header.Get(wire.HeaderCriticality)
 	})
 	tr := sgTransport(t, nil)
-	b := startGuarded(t, httpx.ServerConfig{}, func(w http.ResponseWriter, r *http.Request) {
+	relay := func(w http.ResponseWriter, r *http.Request) {
 		req := get(t, r.Context(), c.URL)
 		if v := r.Header.Get("X-Override"); v != "" {
 			req.Header.Set(wire.HeaderCriticality, v)
@@ -430,22 +430,34 @@ func TestTransportPropagatesCriticality(t *testing.T) {
 		if err == nil {
 			resp.Body.Close()
 		}
-	})
+	}
+	// b believes its callers up to critical-plus; bu, with the default
+	// MaxCriticality, does not believe more than critical, and propagates
+	// what it believed.
+	b := startGuarded(t, httpx.ServerConfig{MaxCriticality: wire.CriticalPlus}, relay)
+	bu := startGuarded(t, httpx.ServerConfig{}, relay)
 	cl := plainClient(t, 1)
 	tests := []struct {
+		untrusted          bool
 		in, override, want string
 	}{
-		{"", "", ""},                           // the default is not sent
-		{"critical", "", ""},                   // idem
-		{"sheddable", "", "sheddable"},         // propagated
-		{"Critical-Plus", "", "critical-plus"}, // normalised
-		{"sheddable", "critical", "critical"},  // the request's own header wins
-		{"bogus", "", ""},                      // malformed: the default
+		{false, "", "", ""},                            // the default is not sent
+		{false, "critical", "", ""},                    // idem
+		{false, "sheddable", "", "sheddable"},          // propagated
+		{false, "Critical-Plus", "", "critical-plus"},  // normalised
+		{false, "sheddable", "critical", "critical"},   // the request's own header wins
+		{false, "bogus", "", ""},                       // malformed: the default
+		{true, "critical-plus", "", ""},                // capped at critical, the default
+		{true, "sheddable-plus", "", "sheddable-plus"}, // lower claims are taken
 	}
 	for _, tt := range tests {
-		call(cl, context.Background(), b.URL, map[string]string{wire.HeaderCriticality: tt.in, "X-Override": tt.override})
+		url := b.URL
+		if tt.untrusted {
+			url = bu.URL
+		}
+		call(cl, context.Background(), url, map[string]string{wire.HeaderCriticality: tt.in, "X-Override": tt.override})
 		if g := <-got; g != tt.want {
-			t.Errorf("B got %q (override %q): C saw %q; want %q", tt.in, tt.override, g, tt.want)
+			t.Errorf("B (untrusting %v) got %q (override %q): C saw %q; want %q", tt.untrusted, tt.in, tt.override, g, tt.want)
 		}
 	}
 }

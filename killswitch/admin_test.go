@@ -1,14 +1,18 @@
 package killswitch_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/killswitch"
@@ -17,9 +21,9 @@ import (
 const testToken = "s3cret-token"
 
 // adminServer serves the admin handler of d on a real loopback server.
-func adminServer(t *testing.T, d *killswitch.Dials) (*httptest.Server, *http.Client) {
+func adminServer(t *testing.T, d *killswitch.Dials, opts ...killswitch.AdminOption) (*httptest.Server, *http.Client) {
 	t.Helper()
-	h, err := killswitch.NewAdmin(d, testToken)
+	h, err := killswitch.NewAdmin(d, testToken, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +73,7 @@ func TestNewAdminEmptyToken(t *testing.T) {
 func TestAdminAuth(t *testing.T) {
 	leakcheck.Check(t)
 	d := new(killswitch.Dials)
-	srv, c := adminServer(t, d)
+	srv, c := adminServer(t, d, killswitch.AuthFailureLimit(100, time.Hour)) // every failure here is deliberate
 	tests := []struct {
 		name   string
 		method string
@@ -84,6 +88,16 @@ func TestAdminAuth(t *testing.T) {
 		{"no scheme", http.MethodPost, testToken, http.StatusUnauthorized},
 		{"basic scheme", http.MethodPost, "Basic " + testToken, http.StatusUnauthorized},
 		{"good token", http.MethodPost, "Bearer " + testToken, http.StatusOK},
+		// RFC 9110 section 11.1: the scheme is case-insensitive.
+		{"lower-case scheme", http.MethodPost, "bearer " + testToken, http.StatusOK},
+		{"upper-case scheme", http.MethodPost, "BEARER " + testToken, http.StatusOK},
+		{"mixed-case scheme", http.MethodPost, "bEaReR " + testToken, http.StatusOK},
+		{"two spaces", http.MethodPost, "Bearer  " + testToken, http.StatusOK},
+		{"token's case matters", http.MethodPost, "Bearer " + strings.ToUpper(testToken), http.StatusUnauthorized},
+		{"tab for space", http.MethodPost, "Bearer\t" + testToken, http.StatusUnauthorized},
+		{"no space", http.MethodPost, "Bearer" + testToken, http.StatusUnauthorized},
+		{"scheme only", http.MethodPost, "Bearer", http.StatusUnauthorized},
+		{"trailing junk", http.MethodPost, "Bearer " + testToken + " x", http.StatusUnauthorized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,22 +176,30 @@ func TestAdminChanges(t *testing.T) {
 
 func TestListenAdmin(t *testing.T) {
 	leakcheck.Check(t)
+	allow := []killswitch.ListenOption{killswitch.AllowNonLoopback()}
 	tests := []struct {
 		addr    string
 		opts    []killswitch.ListenOption
-		wantErr error // nil: want a listener on loopback
+		wantErr error // nil: want a listener
+		wantAll bool  // on every interface (else loopback)
 	}{
-		{"127.0.0.1:0", nil, nil},
-		{":0", nil, nil}, // no host: loopback, not every interface
-		{"localhost:0", nil, nil},
-		{"0.0.0.0:0", nil, killswitch.ErrNotLoopback},
-		{"[::]:0", nil, killswitch.ErrNotLoopback},
-		{"192.0.2.1:0", nil, killswitch.ErrNotLoopback},
-		{"example.com:0", nil, killswitch.ErrNotLoopback},
-		{"0.0.0.0:0", []killswitch.ListenOption{killswitch.AllowNonLoopback()}, nil},
+		{"127.0.0.1:0", nil, nil, false},
+		{":0", nil, nil, false}, // no host: loopback, not every interface
+		{"localhost:0", nil, nil, false},
+		{"0.0.0.0:0", nil, killswitch.ErrNotLoopback, false},
+		{"[::]:0", nil, killswitch.ErrNotLoopback, false},
+		{"192.0.2.1:0", nil, killswitch.ErrNotLoopback, false},
+		{"example.com:0", nil, killswitch.ErrNotLoopback, false},
+		{"0.0.0.0:0", allow, nil, true},
+		// No host means 127.0.0.1 with AllowNonLoopback too: every
+		// interface must be asked for by name (issue 15, point 8).
+		{":0", allow, nil, false},
+		{"127.0.0.1:0", allow, nil, false},
 	}
 	for _, tt := range tests {
-		ln, err := killswitch.ListenAdmin(tt.addr, tt.opts...)
+		var logged bytes.Buffer
+		opts := append(tt.opts, killswitch.ListenLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+		ln, err := killswitch.ListenAdmin(tt.addr, opts...)
 		if tt.wantErr != nil {
 			if !errors.Is(err, tt.wantErr) {
 				t.Errorf("ListenAdmin(%q): err = %v; want %v", tt.addr, err, tt.wantErr)
@@ -191,8 +213,15 @@ func TestListenAdmin(t *testing.T) {
 			t.Errorf("ListenAdmin(%q): %v", tt.addr, err)
 			continue
 		}
-		if ta := ln.Addr().(*net.TCPAddr); tt.opts == nil && !ta.IP.IsLoopback() {
-			t.Errorf("ListenAdmin(%q) listens on %v; want loopback", tt.addr, ta)
+		ta := ln.Addr().(*net.TCPAddr)
+		if ta.IP.IsLoopback() == tt.wantAll {
+			t.Errorf("ListenAdmin(%q) listens on %v; want every interface %v", tt.addr, ta, tt.wantAll)
+		}
+		// A non-loopback listener is announced with a warning, a loopback
+		// one is not.
+		warned := strings.Contains(logged.String(), "level=WARN") && strings.Contains(logged.String(), "non-loopback")
+		if warned != tt.wantAll {
+			t.Errorf("ListenAdmin(%q): logged %q; want a warning %v", tt.addr, logged.String(), tt.wantAll)
 		}
 		ln.Close()
 	}
@@ -223,4 +252,87 @@ func TestListenAdminServes(t *testing.T) {
 	if o, ok := d.LimitOverride(); got != 200 || !ok || o != 3 {
 		t.Errorf("POST: %d %q, override %d %v; want 200 and 3", got, body, o, ok)
 	}
+}
+
+// Failed attempts are rate-limited per client, through a real server: past
+// the burst a wrong token gets 429 with Retry-After, and so does a right
+// one until the bucket refills (its credentials are not read); a warning
+// is logged; right tokens cost nothing; the dials never change for a
+// refused request.
+func TestAdminAuthRateLimit(t *testing.T) {
+	leakcheck.Check(t)
+	d := new(killswitch.Dials)
+	var logged syncBuffer
+	srv, c := adminServer(t, d, killswitch.AuthFailureLimit(3, time.Hour),
+		killswitch.AdminLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	good, bad := "Bearer "+testToken, "Bearer guess"
+	// Right tokens are given back: any number of them.
+	for i := range 10 {
+		if got, body := do(t, c, srv.URL, http.MethodGet, good, ""); got != 200 {
+			t.Fatalf("good request %d: %d %q; want 200", i, got, body)
+		}
+	}
+	for i := range 3 {
+		if got, _ := do(t, c, srv.URL, http.MethodPost, bad, `{"retries_off": true}`); got != 401 {
+			t.Fatalf("failure %d of the burst of 3: %d; want 401", i+1, got)
+		}
+	}
+	for _, auth := range []string{bad, "", good} {
+		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"retries_off": true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "3600" {
+			t.Errorf("past the burst, auth %q: %d, Retry-After %q; want 429, 3600", auth, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if d.RetriesDisabled() {
+		t.Error("a refused request turned retries off")
+	}
+	if n := strings.Count(logged.String(), "level=WARN"); n != 1 || !strings.Contains(logged.String(), "too many requests") {
+		t.Errorf("logged %q; want one warning about too many requests", logged.String())
+	}
+}
+
+// More than one Authorization header is refused, even if one is right.
+func TestAdminAuthTwoHeaders(t *testing.T) {
+	h, err := killswitch.NewAdmin(new(killswitch.Dials), testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Add("Authorization", "Bearer "+testToken)
+	req.Header.Add("Authorization", "Bearer "+testToken)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("two Authorization headers: %d; want 401", w.Code)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines to log into.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

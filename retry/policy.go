@@ -29,7 +29,8 @@ type Policy struct {
 	Pushback Pushback `json:"pushback" yaml:"pushback"`
 	// IgnoreSignals makes the retrier deaf to the overload and
 	// retries-exhausted signals, as clients that predate them are. Only
-	// presets that model such clients set it.
+	// presets that model such clients set it. It does not silence a bad
+	// pushback hint: see [Pushback].
 	IgnoreSignals bool `json:"ignore_signals,omitempty" yaml:"ignore_signals,omitempty"`
 	// AttemptTimeout bounds each attempt; 0 means only the caller's
 	// deadline bounds it [0].
@@ -44,8 +45,11 @@ type Policy struct {
 }
 
 // Pushback says how a server's requested delay moves the computed backoff.
-// The hint is clamped into [backoff, backoff + MaxExtra] and never past Max.
-// A malformed or negative hint means "do not retry".
+// The hint is clamped into [backoff, backoff + MaxExtra] and never past Max;
+// the sum saturates, so a MaxExtra as large as a Duration holds means no
+// bound but Max. A malformed, negative or repeated hint ([Signal].BadPushback)
+// means "do not retry" (gRFC A6) unless Ignore is set, whatever
+// [Policy].IgnoreSignals says.
 type Pushback struct {
 	// Ignore drops every hint (clients that predate them).
 	Ignore bool `json:"ignore,omitempty" yaml:"ignore,omitempty"`

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -202,13 +203,16 @@ func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64
 }
 
 func (r *Retrier) decide(now time.Time, c *Call, cls Class, sig Signal, u float64) (time.Duration, error) {
-	if !r.p.IgnoreSignals {
-		switch {
-		case sig.Overload == wire.OverloadService || (sig.BadPushback && !r.p.Pushback.Ignore):
-			return 0, ErrServerSaidStop
-		case sig.Exhausted:
-			return 0, ErrServerSaidStop
-		}
+	// A negative, malformed or repeated hint means "do not retry" to every
+	// client that honours hints at all: it is part of the hint's contract
+	// (gRFC A6's grpc-retry-pushback-ms), not one of stormguard's signals,
+	// so IgnoreSignals does not silence it. The grpcx kill switch relies on
+	// it to stop A6 clients.
+	if sig.BadPushback && !r.p.Pushback.Ignore {
+		return 0, ErrServerSaidStop
+	}
+	if !r.p.IgnoreSignals && (sig.Overload == wire.OverloadService || sig.Exhausted) {
+		return 0, ErrServerSaidStop
 	}
 	switch cls {
 	case Canceled:
@@ -237,7 +241,7 @@ func (r *Retrier) decide(now time.Time, c *Call, cls Class, sig Signal, u float6
 		d = r.clampPushback(d, sig.Pushback)
 	}
 	if !c.deadline.IsZero() {
-		need := d + r.minAttemptTime()
+		need := addSat(d, r.minAttemptTime())
 		if c.deadline.Sub(now) < need {
 			return 0, ErrDeadline
 		}
@@ -251,10 +255,12 @@ func (r *Retrier) decide(now time.Time, c *Call, cls Class, sig Signal, u float6
 	return d, nil
 }
 
-// clampPushback moves the computed backoff d toward the server's hint h,
-// within [d, d + MaxExtra] and never past Max (nor below d).
+// clampPushback moves the computed backoff d (≥ 0) toward the server's
+// hint h, within [d, d + MaxExtra] and never past Max (nor below d). The
+// sum saturates at the largest Duration, so a MaxExtra near it means "no
+// bound but Max" rather than overflowing into a negative delay.
 func (r *Retrier) clampPushback(d, h time.Duration) time.Duration {
-	hi := d + r.p.Pushback.MaxExtra
+	hi := addSat(d, r.p.Pushback.MaxExtra)
 	if h < d {
 		h = d
 	}
@@ -265,6 +271,15 @@ func (r *Retrier) clampPushback(d, h time.Duration) time.Duration {
 		h = max(d, r.p.Pushback.Max)
 	}
 	return h
+}
+
+// addSat returns a + b for non-negative a and b, saturating at the largest
+// Duration instead of wrapping around to a negative one.
+func addSat(a, b time.Duration) time.Duration {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxInt64
 }
 
 // FinishAt records the end of the current attempt when the caller will not

@@ -1,6 +1,9 @@
 package wire
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Criticality is the value of [HeaderCriticality]: how much the caller cares
 // about a request, so that an overloaded server sheds the least critical work
@@ -58,4 +61,26 @@ func ParseCriticality(s string) (c Criticality, ok bool) {
 		}
 	}
 	return DefaultCriticality, false
+}
+
+// MarshalText returns the header value for c, so that a configuration
+// field of type Criticality reads "critical-plus" in JSON and YAML. A value
+// outside the four levels is an error.
+func (c Criticality) MarshalText() ([]byte, error) {
+	if c < Sheddable || c > CriticalPlus {
+		return nil, fmt.Errorf("wire: criticality %d is not one of the four levels", int(c))
+	}
+	return []byte(c.String()), nil
+}
+
+// UnmarshalText sets c from a level's name, as [ParseCriticality] reads it
+// (ASCII case ignored; empty means [DefaultCriticality]); any other text is
+// an error that lists the names.
+func (c *Criticality) UnmarshalText(text []byte) error {
+	v, ok := ParseCriticality(string(text))
+	if !ok {
+		return fmt.Errorf("wire: criticality %q is unknown (want critical-plus, critical, sheddable-plus or sheddable)", text)
+	}
+	*c = v
+	return nil
 }

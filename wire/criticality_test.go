@@ -67,3 +67,45 @@ func TestCriticalityOrder(t *testing.T) {
 		t.Errorf("zero Criticality = %v, DefaultCriticality = %v; want both critical", zero, DefaultCriticality)
 	}
 }
+
+func TestCriticalityText(t *testing.T) {
+	tests := []struct {
+		text    string
+		want    Criticality
+		wantErr bool
+	}{
+		{"critical-plus", CriticalPlus, false},
+		{"Critical-Plus", CriticalPlus, false},
+		{"critical", Critical, false},
+		{"sheddable-plus", SheddablePlus, false},
+		{"sheddable", Sheddable, false},
+		{"", Critical, false},
+		{"1", 0, true},
+		{"critical_plus", 0, true},
+		{"top", 0, true},
+	}
+	for _, tt := range tests {
+		c := Sheddable - 1 // a value UnmarshalText must overwrite, or leave alone on error
+		err := c.UnmarshalText([]byte(tt.text))
+		switch {
+		case tt.wantErr && err == nil:
+			t.Errorf("UnmarshalText(%q) = %v, nil; want an error", tt.text, c)
+		case tt.wantErr && c != Sheddable-1:
+			t.Errorf("UnmarshalText(%q) failed but changed the value to %v", tt.text, c)
+		case !tt.wantErr && (err != nil || c != tt.want):
+			t.Errorf("UnmarshalText(%q) = %v, %v; want %v", tt.text, c, err, tt.want)
+		}
+	}
+	for _, c := range []Criticality{Sheddable, SheddablePlus, Critical, CriticalPlus} {
+		b, err := c.MarshalText()
+		var back Criticality
+		if err != nil || back.UnmarshalText(b) != nil || back != c {
+			t.Errorf("%v: MarshalText = %q, %v; round trip gives %v", c, b, err, back)
+		}
+	}
+	for _, c := range []Criticality{Sheddable - 1, CriticalPlus + 1} {
+		if b, err := c.MarshalText(); err == nil {
+			t.Errorf("Criticality(%d).MarshalText() = %q, nil; want an error", int(c), b)
+		}
+	}
+}
