@@ -30,6 +30,7 @@ var giveUpReasons = [...]struct {
 	{retry.ErrServerSaidStop, "server-said-stop"},
 	{retry.ErrRetriesDisabled, "retries-disabled"},
 	{retry.ErrCanceled, "canceled"},
+	{retry.ErrRetryDeclined, "retry-declined"},
 }
 
 // clientSeries are the series of one client target, resolved once so that

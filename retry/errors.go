@@ -15,6 +15,9 @@ var (
 	ErrServerSaidStop    = errors.New("server said not to retry")
 	ErrRetriesDisabled   = errors.New("retries disabled")
 	ErrCanceled          = errors.New("caller cancelled")
+	// ErrRetryDeclined: the policy retries a failure only with
+	// RetryProbability, and this draw declined.
+	ErrRetryDeclined = errors.New("retry declined by chance (retry_probability)")
 )
 
 // GiveUpError is returned when a call ends in failure. It keeps the last

@@ -38,6 +38,11 @@ type Policy struct {
 	// MinAttemptTime: a retry is not started unless the caller's deadline
 	// leaves at least delay + MinAttemptTime [0].
 	MinAttemptTime time.Duration `json:"min_attempt_time,omitempty" yaml:"min_attempt_time,omitempty"`
+	// RetryProbability, when set, retries a failed attempt that every other
+	// rule would retry only with this probability, in [0, 1] (clients
+	// that retry only some of their failures); a declined retry gives up
+	// with ErrRetryDeclined and costs no budget [nil: always].
+	RetryProbability *float64 `json:"retry_probability,omitempty" yaml:"retry_probability,omitempty"`
 	// LearnAttemptTime raises MinAttemptTime to a moving average of
 	// observed successful attempt latencies. It costs two clock reads per
 	// attempt, and only when the caller's context has a deadline.
@@ -110,6 +115,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("retry: attempt_timeout %v is negative", p.AttemptTimeout)
 	case p.MinAttemptTime < 0:
 		return fmt.Errorf("retry: min_attempt_time %v is negative", p.MinAttemptTime)
+	case p.RetryProbability != nil && !(*p.RetryProbability >= 0 && *p.RetryProbability <= 1):
+		return fmt.Errorf("retry: retry_probability %v is outside [0, 1]", *p.RetryProbability)
 	}
 	return nil
 }

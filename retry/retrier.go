@@ -232,6 +232,14 @@ func (r *Retrier) decide(now time.Time, c *Call, cls Class, sig Signal, u float6
 	if c.attempt >= r.p.MaxAttempts {
 		return 0, ErrAttemptsExhausted
 	}
+	if p := r.p.RetryProbability; p != nil && *p < 1 {
+		// One sample decides and jitters: given u < p, u/p is again
+		// uniform on [0, 1).
+		if !(u < *p) {
+			return 0, ErrRetryDeclined
+		}
+		u /= *p
+	}
 	bo := &r.p.Backoff
 	if cls == Throttling {
 		bo = &r.throttle

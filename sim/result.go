@@ -73,11 +73,12 @@ type GiveUps struct {
 	NotRetryable float64 `json:"not_retryable"`
 	ServerStop   float64 `json:"server_said_stop"`
 	Disabled     float64 `json:"retries_disabled"`
+	Declined     float64 `json:"retry_declined"`
 }
 
 // Sum returns all give-ups together.
 func (g GiveUps) Sum() float64 {
-	return g.Attempts + g.Budget + g.Deadline + g.NotRetryable + g.ServerStop + g.Disabled
+	return g.Attempts + g.Budget + g.Deadline + g.NotRetryable + g.ServerStop + g.Disabled + g.Declined
 }
 
 // ClientTotal sums a client's run. Every request ends in exactly one

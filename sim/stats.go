@@ -64,6 +64,9 @@ func (s *clientStats) gaveUpFor(b int, reason error) {
 	case errors.Is(reason, retry.ErrRetriesDisabled):
 		g.Disabled++
 		t.Disabled++
+	case errors.Is(reason, retry.ErrRetryDeclined):
+		g.Declined++
+		t.Declined++
 	default:
 		g.Attempts++
 		t.Attempts++
@@ -129,7 +132,7 @@ func (w *world) result(name string) Result {
 				Demand:        float64(c.stats.demand[b]) * perS,
 				Goodput:       float64(c.stats.goodput[b]) * perS,
 				Degraded:      float64(c.stats.degraded[b]) * perS,
-				GaveUp:        GiveUps{g.Attempts * perS, g.Budget * perS, g.Deadline * perS, g.NotRetryable * perS, g.ServerStop * perS, g.Disabled * perS},
+				GaveUp:        GiveUps{g.Attempts * perS, g.Budget * perS, g.Deadline * perS, g.NotRetryable * perS, g.ServerStop * perS, g.Disabled * perS, g.Declined * perS},
 				ArrivedOK:     float64(c.stats.okArr[b]) * perS,
 				ArrivedFailed: float64(c.stats.failArr[b]) * perS,
 				LatencyP50:    c.stats.p50[b],
