@@ -161,8 +161,15 @@ type ServiceFigure struct {
 	// Bounded is false when nothing bounds the capacity (no service time
 	// and no calls); Capacity is then 0.
 	Bounded bool `json:"bounded"`
-	// Capacity: attempts per second, workers ÷ Hold (or per_tick ÷ tick).
+	// Capacity: attempts per second, workers ÷ Hold (or per_tick ÷ tick),
+	// times the replicas, with every worker busy (past a thrashing knee:
+	// at the fallen speed; see docs/analyze.md for the capacity laws).
 	Capacity float64 `json:"capacity_per_s"`
+	// PeakCapacity: the capacity below a thrashing knee, when it is higher.
+	PeakCapacity float64 `json:"peak_capacity_per_s,omitempty"`
+	// CacheHitRate: the warm hit rate of its look-aside cache (0: none).
+	// Its loads count only the misses.
+	CacheHitRate float64 `json:"cache_hit_rate,omitempty"`
 	// FirstTriesFirst: the service's queue serves first tries before
 	// retries (queue discipline first-tries-first or
 	// first-tries-adaptive-lifo, which defenses: stormguard sets).
@@ -339,7 +346,11 @@ func (g *graph) services() []ServiceFigure {
 			Budgeted: budg.service[i], ErrorRate: fail[i]}
 		if c := g.capacity[i]; !math.IsInf(c, 1) {
 			sf.Bounded, sf.Capacity = true, c
+			if p := g.peak[i]; p > c*(1+1e-9) {
+				sf.PeakCapacity = p
+			}
 		}
+		sf.CacheHitRate = g.hit[i]
 		sf.FirstTriesFirst = firstTriesFirst(v)
 		// The attempt models for the vulnerable load: a service that serves
 		// first tries first counts only first tries on its incoming edges.

@@ -43,6 +43,8 @@ func (g *graph) fluidParams(c int) (Params, error) {
 		why = "its queue is not FIFO"
 	case st <= 0:
 		why = "it has no service time"
+	case v.SimOnly() != "":
+		why = "it has " + v.SimOnly() + " (a model of the simulator only)"
 	}
 	if why != "" {
 		return Params{}, fmt.Errorf("fluid: service %s is outside the model: %s", v.Name, why)

@@ -40,7 +40,10 @@ type graph struct {
 	clientEd []int   // per client: its edge
 	order    []int   // services, callers before callees
 	hold     []time.Duration
-	capacity []float64 // attempts/s; +Inf when unbounded
+	capacity []float64 // attempts/s when every worker is busy; +Inf when unbounded
+	peak     []float64 // attempts/s at its best: before a thrashing knee
+	hit      []float64 // warm hit rate of the service's look-aside cache (0: none)
+	cold     bool      // flow as if every cache were cold
 	rates    []clientRate
 }
 
@@ -120,12 +123,7 @@ func orDuration(d, def time.Duration) time.Duration {
 }
 
 // mean is a distribution's mean.
-func mean(d sim.Dist) time.Duration {
-	if d.Kind == "uniform" {
-		return (d.Min + d.Max) / 2
-	}
-	return d.Mean
-}
+func mean(d sim.Dist) time.Duration { return d.Average() }
 
 // rateOf reads a client's steady rate of new requests: the rate, the peak
 // of a schedule, or for a closed loop users ÷ think time (an upper bound,
@@ -185,26 +183,56 @@ func (g *graph) topo() []int {
 // service time, then for each call the round trip and the callee's own
 // holding time) and the capacity that gives: workers ÷ holding time, or
 // per_tick ÷ tick for a tick-capacity service.
+//
+// The capacity laws of the simulator change the figure: with processor
+// sharing the local work shares the cores (at most cores ÷ service time);
+// with the linear law a worker's local work takes service time +
+// per_request × workers when every worker is busy; replicas multiply it.
+// A thrashing curve divides the speed of the local work by its speed with
+// every worker busy: capacity is that figure, and peak the one before the
+// knee.
 func (g *graph) capacities() {
 	n := len(g.sc.Services)
 	g.hold = make([]time.Duration, n)
 	g.capacity = make([]float64, n)
+	g.peak = make([]float64, n)
+	g.hit = make([]float64, n)
 	for k := len(g.order) - 1; k >= 0; k-- {
 		i := g.order[k]
 		v := g.sc.Services[i]
-		h := mean(v.ServiceTime)
+		if v.Cache != nil {
+			g.hit[i] = v.Cache.WarmHitRate()
+		}
+		local := mean(v.ServiceTime)
+		workers := max(1, v.Workers)
+		law := v.Law
+		if law != nil && law.Kind == "linear" {
+			local += time.Duration(workers) * law.PerRequest
+		}
+		calls := time.Duration(0)
 		for _, id := range g.out[i] {
 			e := g.edges[id]
-			h += 2*e.net + g.hold[e.to]
+			calls += 2*e.net + g.hold[e.to]
 		}
-		g.hold[i] = h
+		g.hold[i] = local + calls
+		capAt := func(speed float64) float64 {
+			h := time.Duration(float64(local)/speed) + calls
+			if h <= 0 {
+				return math.Inf(1)
+			}
+			c := float64(workers) / h.Seconds()
+			if law != nil && law.Kind == "processor-sharing" && local > 0 {
+				c = min(c, law.Cores*speed/(float64(local)/1e9))
+			}
+			return c * float64(max(1, v.Replicas))
+		}
 		switch {
 		case v.Capacity != nil:
 			g.capacity[i] = float64(v.Capacity.PerTick) / v.Capacity.Tick.Seconds()
-		case h > 0:
-			g.capacity[i] = float64(max(1, v.Workers)) / h.Seconds()
+			g.peak[i] = g.capacity[i]
 		default:
-			g.capacity[i] = math.Inf(1)
+			g.capacity[i] = capAt(law.Speed(workers))
+			g.peak[i] = capAt(1)
 		}
 	}
 }
@@ -221,15 +249,23 @@ type flow struct {
 func (g *graph) flow(rates []float64, att func(e *edge, x float64) float64) flow {
 	f := flow{edge: make([]float64, len(g.edges)), request: make([]float64, len(g.edges)),
 		service: make([]float64, len(g.sc.Services))}
+	// A look-aside cache answers its hits before the caller's retrier sees
+	// them: only misses become attempts.
+	miss := func(to int, x float64) float64 {
+		if g.cold {
+			return x
+		}
+		return x * (1 - g.hit[to])
+	}
 	for c, id := range g.clientEd {
 		f.request[id] = rates[c]
-		f.edge[id] = att(&g.edges[id], rates[c])
+		f.edge[id] = att(&g.edges[id], miss(g.edges[id].to, rates[c]))
 		f.service[g.edges[id].to] += f.edge[id]
 	}
 	for _, i := range g.order {
 		for _, id := range g.out[i] {
 			f.request[id] = f.service[i]
-			f.edge[id] = att(&g.edges[id], f.service[i])
+			f.edge[id] = att(&g.edges[id], miss(g.edges[id].to, f.service[i]))
 			f.service[g.edges[id].to] += f.edge[id]
 		}
 	}

@@ -30,12 +30,18 @@ var Rules = []Rule{
 	{"ignores-pushback", "warning: a layer retries a service with stormguard's defenses but ignores its overload signal or its Retry-After hint"},
 	{"missing-budget", "warning: a layer retries (max_attempts > 1) with no retry budget"},
 	{"missing-jitter", "warning (note for partial jitter): a layer retries with backoff none, constant or exponential; equal and proportional jitter are noted"},
+	{"cache-hides-load", "warning (note when only the retries would): a service's load without its look-aside cache, cold or flushed, is above its capacity, and refills that time out would keep it cold"},
+	{"thrashing", "warning: a service's capacity falls past its knee (capacity_law knee or curve) with every worker busy"},
+	{"hang-holds-workers", "warning: hung attempts held until their release, or with nothing to let them go, need more workers than the service has"},
+	{"crash-before-shed", "warning: a replica crashes at a queue length its queue reaches before shedding anything"},
+	{"costly-failures", "note: refusals cost work, so at twice its capacity a service serves less than its capacity"},
 }
 
 // findings checks every rule.
 func (g *graph) findings(paths []Path, services []ServiceFigure) []Finding {
 	var out []Finding
 	out = append(out, g.capacityFindings(services)...)
+	out = append(out, g.mechanismFindings(services)...)
 	out = append(out, layered(paths)...)
 	for id := range g.edges {
 		out = append(out, g.edgeFindings(id)...)

@@ -194,6 +194,48 @@ var ruleCases = []struct {
 		`{name: users, target: db, arrivals: {rate: 1}, policy: stormguard}`, []string{leaf}, nil},
 	{"missing-jitter: no retries", "missing-jitter",
 		`{name: users, target: db, arrivals: {rate: 1}, policy: {preset: naive, max_attempts: 1}}`, []string{leaf}, nil},
+
+	// db serves 200/s: a 90 % cache at 1,000/s hides 800/s of it.
+	{"cache-hides-load: cold first tries above capacity", "cache-hides-load",
+		`{name: users, target: db, arrivals: {rate: 1000}, policy: {preset: naive, max_attempts: 1}}`,
+		[]string{`{name: db, workers: 10, service_time: {mean: 50ms}, cache: {hit_rate: 0.9}}`}, []got{{Warning, "db"}}},
+	{"cache-hides-load: only the retries would", "cache-hides-load",
+		`{name: users, target: db, arrivals: {rate: 150}, policy: naive}`,
+		[]string{`{name: db, workers: 10, service_time: {mean: 50ms}, cache: {hit_rate: 0.9}}`}, []got{{Info, "db"}}},
+	{"cache-hides-load: cold load within capacity", "cache-hides-load",
+		`{name: users, target: db, arrivals: {rate: 50}, policy: naive}`,
+		[]string{`{name: db, workers: 10, service_time: {mean: 50ms}, cache: {hit_rate: 0.9}}`}, nil},
+
+	{"thrashing: a knee below the workers", "thrashing",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: db, workers: 100, service_time: {mean: 50ms}, capacity_law: {kind: processor-sharing, cores: 4, knee: 50, drop: 0.5}}`}, []got{{Warning, "db"}}},
+	{"thrashing: a knee above the workers", "thrashing",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: db, workers: 40, service_time: {mean: 50ms}, capacity_law: {kind: processor-sharing, cores: 4, knee: 50, drop: 0.5}}`}, nil},
+
+	// 2 % of 500/s held 30 s is 300 workers; propagated 1 s deadlines hold 10.
+	{"hang-holds-workers: released after 30 s", "hang-holds-workers",
+		`{name: users, target: db, arrivals: {rate: 500}, policy: naive}`,
+		[]string{`{name: db, workers: 50, service_time: {mean: 5ms}, hang: {probability: 0.02, release: 30s}}`}, []got{{Warning, "db"}}},
+	{"hang-holds-workers: nothing releases", "hang-holds-workers",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: db, workers: 50, service_time: {mean: 5ms}, hang: {probability: 0.02}}`}, []got{{Warning, "db"}}},
+	{"hang-holds-workers: deadlines propagate", "hang-holds-workers",
+		`{name: users, target: db, arrivals: {rate: 500}, policy: naive, propagate_deadline: true}`,
+		[]string{`{name: db, workers: 50, service_time: {mean: 5ms}, hang: {probability: 0.02, release: 30s}}`}, nil},
+
+	{"crash-before-shed: the default queue", "crash-before-shed",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: db, workers: 10, service_time: {mean: 5ms}, crash: {queue: 50, restart: 10s}}`}, []got{{Warning, "db"}}},
+	{"crash-before-shed: a queue bounded below", "crash-before-shed",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: db, workers: 10, service_time: {mean: 5ms}, queue: {capacity: 40}, crash: {queue: 50, restart: 10s}}`}, nil},
+
+	{"costly-failures: refusals cost work", "costly-failures",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: db, workers: 10, service_time: {mean: 10ms}, failure_cost: {refuse: 2ms}}`}, []got{{Info, "db"}}},
+	{"costly-failures: free refusals", "costly-failures",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`, []string{leaf}, nil},
 }
 
 func TestRules(t *testing.T) {
@@ -239,3 +281,33 @@ func TestFindingsOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestMechanismCapacity: the capacity figures of the simulator's capacity
+// laws and replicas, each against its formula.
+func TestMechanismCapacity(t *testing.T) {
+	for _, c := range []struct {
+		svc        string
+		cap, peak  float64
+		hit        float64
+		firstTries float64 // at 100/s
+	}{
+		{`{name: db, workers: 10, replicas: 4, service_time: {mean: 50ms}}`, 800, 0, 0, 100},
+		{`{name: db, workers: 100, service_time: {mean: 50ms}, capacity_law: {kind: processor-sharing, cores: 4}}`, 80, 0, 0, 100},
+		{`{name: db, workers: 10, service_time: {mean: 50ms}, capacity_law: {kind: linear, per_request: 5ms}}`, 100, 0, 0, 100},
+		{`{name: db, workers: 100, service_time: {mean: 50ms}, capacity_law: {kind: processor-sharing, cores: 4, knee: 50, drop: 0.5}}`, 40, 80, 0, 100},
+		{`{name: db, workers: 10, service_time: {kind: mixture, of: [{weight: 1, mean: 10ms}, {weight: 1, mean: 90ms}]}}`, 200, 0, 0, 100},
+		{`{name: db, workers: 10, service_time: {mean: 50ms}, cache: {hit_rate: 0.75}}`, 200, 0, 0.75, 25},
+	} {
+		a, err := Scenario(sc(t, `{name: users, target: db, arrivals: {rate: 100}, policy: naive}`, c.svc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf := a.Services[0]
+		if diff(sf.Capacity, c.cap) || diff(sf.PeakCapacity, c.peak) || diff(sf.CacheHitRate, c.hit) || diff(sf.FirstTries, c.firstTries) {
+			t.Errorf("%s: capacity %v, peak %v, hit rate %v, first tries %v; want %v, %v, %v, %v",
+				c.svc, sf.Capacity, sf.PeakCapacity, sf.CacheHitRate, sf.FirstTries, c.cap, c.peak, c.hit, c.firstTries)
+		}
+	}
+}
+
+func diff(a, b float64) bool { return a-b > 1e-9*max(1, b) || b-a > 1e-9*max(1, b) }

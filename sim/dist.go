@@ -46,6 +46,9 @@ func (d *Dist) pick(u float64) *Dist {
 	return &d.Of[len(d.Of)-1].Dist
 }
 
+// Average returns the distribution's mean (a mixture's weighted mean).
+func (d Dist) Average() time.Duration { return d.mean() }
+
 // mean returns the distribution's mean.
 func (d *Dist) mean() time.Duration {
 	switch d.Kind {

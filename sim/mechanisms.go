@@ -43,6 +43,10 @@ type CurvePoint struct {
 	Speed     float64 `yaml:"speed" json:"speed"`
 }
 
+// Speed returns the thrashing curve's speed with n attempts in service: 1
+// for a nil law.
+func (l *CapacityLaw) Speed(n int) float64 { return l.speed(n) }
+
 // speed returns the thrashing curve's speed with n attempts in service.
 func (l *CapacityLaw) speed(n int) float64 {
 	switch {
@@ -180,6 +184,9 @@ type Cold struct {
 	Speed    float64       `yaml:"speed" json:"speed"`
 }
 
+// Limit returns the queue length past which the replica crashes.
+func (c *Crash) Limit() int { return c.limit() }
+
 // limit returns the queue length past which the replica crashes.
 func (c *Crash) limit() int {
 	if c.Queue > 0 {
@@ -226,6 +233,28 @@ type Cache struct {
 	TTL     time.Duration `yaml:"ttl,omitempty" json:"ttl_ns,omitempty"`
 	Latency Dist          `yaml:"latency,omitempty" json:"latency"`
 	Cold    bool          `yaml:"cold,omitempty" json:"cold,omitempty"`
+}
+
+// WarmHitRate is the cache's hit rate when warm: HitRate, or for a keyed
+// cache the popularity share of its Size most popular keys — the most an
+// LRU of that size can hit (it holds other keys too).
+func (c *Cache) WarmHitRate() float64 {
+	if c.Keys == 0 {
+		return c.HitRate
+	}
+	s := 1.0
+	if c.Zipf != nil {
+		s = *c.Zipf
+	}
+	var top, all float64
+	for k := range c.Keys {
+		w := math.Pow(float64(k+1), -s)
+		all += w
+		if k < c.Size {
+			top += w
+		}
+	}
+	return top / all
 }
 
 // maxCacheKeys bounds a keyed cache (17 bytes a key).

@@ -31,7 +31,9 @@ every run:
   - findings, each with a rule, a severity, where, the numbers and what to
     change: overloaded, vulnerable, layered-retries, timeout-exceeds-caller,
     retries-exceed-caller, timeout-exceeds-deadline, retries-unretryable,
-    ignores-pushback, missing-budget, missing-jitter.
+    ignores-pushback, missing-budget, missing-jitter, and for the
+    simulator's mechanisms cache-hides-load, thrashing, hang-holds-workers,
+    crash-before-shed, costly-failures.
 
 docs/analyze.md states every rule and formula.
 
