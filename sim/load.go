@@ -121,11 +121,16 @@ func build(root *yaml.Node, p plan, file string) (RunSpec, error) {
 		return RunSpec{}, report(file, run, probs, tree)
 	}
 	if err := s.Validate(); err != nil {
-		prefix := file + ": "
-		if run != "" {
-			prefix += "run " + run + ": "
+		// A value error names its path; the tree gives its line.
+		for _, e := range unjoin(err) {
+			p := problem{msg: e.Error()}
+			var fe *FieldError
+			if errors.As(e, &fe) {
+				p.line = lineOf(tree, fe.Path)
+			}
+			probs = append(probs, p)
 		}
-		return RunSpec{}, prefixLines(prefix, err)
+		return RunSpec{}, report(file, run, probs, nil)
 	}
 	return RunSpec{Name: p.name, Scenario: s, Changes: p.describe()}, nil
 }
@@ -196,16 +201,6 @@ func report(file, run string, probs []problem, tree *yaml.Node) error {
 		}
 		b.WriteString(p.msg)
 		errs = append(errs, errors.New(b.String()))
-	}
-	return errors.Join(errs...)
-}
-
-// prefixLines puts prefix before every line of err's message.
-func prefixLines(prefix string, err error) error {
-	lines := strings.Split(err.Error(), "\n")
-	errs := make([]error, len(lines))
-	for i, l := range lines {
-		errs[i] = errors.New(prefix + l)
 	}
 	return errors.Join(errs...)
 }

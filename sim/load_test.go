@@ -68,8 +68,8 @@ func TestLoadBadFiles(t *testing.T) {
 			`bad-set-path.yaml:16: run c: set clients.app.timeout.seconds: "seconds" is inside a time.Duration`,
 			`bad-set-path.yaml:19: run d: set triggers.0.at: triggers has no element "0" (the list is empty)`}},
 		{"bad-validate.yaml", []string{
-			`bad-validate.yaml: clients[0] (app): target "dbx" is not a service (have db)`,
-			`bad-validate.yaml: clients[0] (app): arrivals: burst needs count > 0`}},
+			`bad-validate.yaml:4: clients.app.target: "dbx" is not a service (have db)`,
+			`bad-validate.yaml:5: clients.app.arrivals.count: a burst needs count > 0`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -123,6 +123,24 @@ func TestParseErrors(t *testing.T) {
 			"f.yaml:8: run x/timeout=2: clients.app.timeout: cannot unmarshal !!int `2` into time.Duration"},
 		{"sweep duplicate", head + "sweep: {set: clients.app.arrivals.rate, values: [1, 1]}\n", "f.yaml:6: sweep value 1 is listed twice"},
 		{"empty path element", head + "runs: [{name: a, set: {clients..x: 1}}]\n", "f.yaml:6: run a: set clients..x: the path has an empty element"},
+		// Value errors carry the line of the value and its path.
+		{"negative rate", "name: x\nclients:\n  - name: app\n    target: db\n    arrivals:\n      rate: -5\nservices: [{name: db}]\n",
+			"f.yaml:6: clients.app.arrivals.rate: -5 is not a finite non-negative number"},
+		{"knee without drop", head + "    capacity_law: {kind: processor-sharing, knee: 10}\n",
+			"f.yaml:6: services.db.capacity_law.drop: 0 must be in (0, 1) with a knee"},
+		{"law kind", head + "    capacity_law:\n      kind: quantum\n", `f.yaml:7: services.db.capacity_law.kind: "quantum" is not one of fixed, processor-sharing, linear`},
+		{"cache size", head + "    cache: {keys: 10, size: 20}\n", "f.yaml:6: services.db.cache.size: 20 is outside [1, keys = 10]"},
+		{"crash restart", head + "    crash: {queue: 5}\n", "f.yaml:6: services.db.crash.restart: must be > 0"},
+		{"hang probability", head + "    hang:\n      probability: 2\n", "f.yaml:7: services.db.hang.probability: 2 is outside [0, 1]"},
+		{"mixture weight", head + "    service_time:\n      kind: mixture\n      of:\n        - {weight: 0, mean: 1ms}\n",
+			"f.yaml:9: services.db.service_time.of.0.weight: 0 must be > 0"},
+		{"failure cost", head + "    failure_cost: {refuse: -1ms}\n", "f.yaml:6: services.db.failure_cost.refuse: -1ms is negative"},
+		{"replicas", head + "    replicas: -2\n", "f.yaml:6: services.db.replicas: -2 is outside [1, 10000]"},
+		{"balancer", head + "    balancer: random\n", `f.yaml:6: services.db.balancer: "random" is not round-robin or least-outstanding`},
+		{"flush without cache", head + "triggers:\n  - kind: cache-flush\n    target: db\n", `f.yaml:8: triggers.0.target: service "db" has no cache`},
+		{"hang trigger factor", head + "triggers: [{kind: hang, target: db, factor: 0}]\n", "f.yaml:6: triggers.0.factor: 0: the probability that an attempt hangs must be in (0, 1]"},
+		{"retry probability", "name: x\nclients:\n  - name: app\n    target: db\n    policy: {preset: naive, retry_probability: 1.5}\nservices: [{name: db}]\n",
+			"f.yaml:5: clients.app.policy: retry: retry_probability 1.5 is outside [0, 1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,38 +78,38 @@ func (l *CapacityLaw) validate() error {
 	case "", "fixed", "processor-sharing":
 	case "linear":
 		if l.PerRequest < 0 {
-			return fmt.Errorf("per_request %v is negative", l.PerRequest)
+			return &FieldError{"per_request", fmt.Sprintf("%v is negative", l.PerRequest)}
 		}
 	default:
-		return fmt.Errorf("kind %q is not one of fixed, processor-sharing, linear", l.Kind)
+		return &FieldError{"kind", fmt.Sprintf("%q is not one of fixed, processor-sharing, linear", l.Kind)}
 	}
 	if l.Kind != "linear" && l.PerRequest != 0 {
-		return fmt.Errorf("per_request is for kind linear")
+		return &FieldError{"per_request", "is for kind linear"}
 	}
 	if l.Kind != "processor-sharing" && l.Cores != 0 {
-		return fmt.Errorf("cores is for kind processor-sharing")
+		return &FieldError{"cores", "is for kind processor-sharing"}
 	}
 	if l.Kind == "processor-sharing" && !(l.Cores >= 0 && l.Cores <= 1e6) {
-		return fmt.Errorf("cores %v is outside (0, 1e6]", l.Cores)
+		return &FieldError{"cores", fmt.Sprintf("%v is outside (0, 1e6] (absent: 1)", l.Cores)}
 	}
 	if l.Knee < 0 {
-		return fmt.Errorf("knee %d is negative", l.Knee)
+		return &FieldError{"knee", fmt.Sprintf("%d is negative", l.Knee)}
 	}
 	if l.Knee > 0 && len(l.Curve) > 0 {
-		return fmt.Errorf("knee and curve are two ways to say the same thing: give one")
+		return &FieldError{"knee", "and curve are two ways to say the same thing: give one"}
 	}
 	if l.Knee > 0 && !(l.Drop > 0 && l.Drop < 1) {
-		return fmt.Errorf("drop %v must be in (0, 1) with a knee (0.5 halves the speed beyond it)", l.Drop)
+		return &FieldError{"drop", fmt.Sprintf("%v must be in (0, 1) with a knee (0.5 halves the speed beyond it)", l.Drop)}
 	}
 	if l.Knee == 0 && l.Drop != 0 {
-		return fmt.Errorf("drop needs a knee")
+		return &FieldError{"drop", "needs a knee"}
 	}
 	for i, p := range l.Curve {
 		if !(p.Speed > 0 && p.Speed <= 1) {
-			return fmt.Errorf("curve[%d]: speed %v is outside (0, 1]", i, p.Speed)
+			return &FieldError{fmt.Sprintf("curve.%d.speed", i), fmt.Sprintf("%v is outside (0, 1]", p.Speed)}
 		}
 		if p.InService < 0 || (i > 0 && p.InService <= l.Curve[i-1].InService) {
-			return fmt.Errorf("curve[%d]: in_service %d must be ≥ 0 and above the previous point's", i, p.InService)
+			return &FieldError{fmt.Sprintf("curve.%d.in_service", i), fmt.Sprintf("%d must be ≥ 0 and above the previous point's", p.InService)}
 		}
 	}
 	return nil
@@ -139,7 +139,7 @@ func (f FailureCost) validate() error {
 		d    time.Duration
 	}{{"refuse", f.Refuse}, {"shed", f.Shed}, {"expire", f.Expire}, {"error", f.Error}, {"timeout", f.Timeout}} {
 		if c.d < 0 {
-			return fmt.Errorf("%s %v is negative", c.name, c.d)
+			return &FieldError{c.name, fmt.Sprintf("%v is negative", c.d)}
 		}
 	}
 	return nil
@@ -156,10 +156,10 @@ type Hang struct {
 
 func (h Hang) validate() error {
 	if !(h.Probability >= 0 && h.Probability <= 1) {
-		return fmt.Errorf("probability %v is outside [0, 1]", h.Probability)
+		return &FieldError{"probability", fmt.Sprintf("%v is outside [0, 1]", h.Probability)}
 	}
 	if h.Release < 0 {
-		return fmt.Errorf("release %v is negative", h.Release)
+		return &FieldError{"release", fmt.Sprintf("%v is negative", h.Release)}
 	}
 	return nil
 }
@@ -198,18 +198,18 @@ func (c *Crash) limit() int {
 func (c *Crash) validate() error {
 	switch {
 	case c.Queue < 0:
-		return fmt.Errorf("queue %d is negative", c.Queue)
+		return &FieldError{"queue", fmt.Sprintf("%d is negative", c.Queue)}
 	case c.Queue > 0 && (c.MemoryMB != 0 || c.RequestKB != 0):
 		return fmt.Errorf("give queue, or memory_mb with request_kb, not both")
 	case c.Queue == 0 && !(c.MemoryMB > 0 && c.RequestKB > 0):
 		return fmt.Errorf("needs queue > 0, or memory_mb > 0 with request_kb > 0")
 	case c.Queue == 0 && c.limit() < 1:
-		return fmt.Errorf("memory_mb %v at request_kb %v holds no request", c.MemoryMB, c.RequestKB)
+		return &FieldError{"memory_mb", fmt.Sprintf("%v at request_kb %v holds no request", c.MemoryMB, c.RequestKB)}
 	case c.Restart <= 0:
-		return fmt.Errorf("restart must be > 0 (how long the replica is down)")
+		return &FieldError{"restart", "must be > 0 (how long the replica is down)"}
 	}
 	if c.Cold != nil && (c.Cold.Duration <= 0 || !(c.Cold.Speed > 0 && c.Cold.Speed <= 1)) {
-		return fmt.Errorf("cold needs duration > 0 and speed in (0, 1]")
+		return &FieldError{"cold", "needs duration > 0 and speed in (0, 1]"}
 	}
 	return nil
 }
@@ -264,60 +264,53 @@ func (c *Cache) validate() error {
 	switch {
 	case c.Keys == 0 && c.Size == 0 && c.Zipf == nil && c.TTL == 0 && !c.Cold:
 		if !(c.HitRate > 0 && c.HitRate <= 1) {
-			return fmt.Errorf("hit_rate %v is outside (0, 1]; or give keys and size for a keyed cache", c.HitRate)
+			return &FieldError{"hit_rate", fmt.Sprintf("%v is outside (0, 1]; or give keys and size for a keyed cache", c.HitRate)}
 		}
 	case c.HitRate != 0:
-		return fmt.Errorf("hit_rate is for a cache without keys; a keyed cache's hit rate follows from keys, zipf and size")
+		return &FieldError{"hit_rate", "is for a cache without keys; a keyed cache's hit rate follows from keys, zipf and size"}
 	case c.Keys <= 0 || c.Keys > maxCacheKeys:
-		return fmt.Errorf("keys %d is outside [1, %d]", c.Keys, maxCacheKeys)
+		return &FieldError{"keys", fmt.Sprintf("%d is outside [1, %d]", c.Keys, maxCacheKeys)}
 	case c.Size <= 0 || c.Size > c.Keys:
-		return fmt.Errorf("size %d is outside [1, keys = %d]", c.Size, c.Keys)
+		return &FieldError{"size", fmt.Sprintf("%d is outside [1, keys = %d]", c.Size, c.Keys)}
 	case c.Zipf != nil && !(*c.Zipf >= 0 && *c.Zipf <= 10):
-		return fmt.Errorf("zipf %v is outside [0, 10] (0: every key equally popular)", *c.Zipf)
+		return &FieldError{"zipf", fmt.Sprintf("%v is outside [0, 10] (0: every key equally popular)", *c.Zipf)}
 	case c.TTL < 0:
-		return fmt.Errorf("ttl %v is negative", c.TTL)
+		return &FieldError{"ttl", fmt.Sprintf("%v is negative", c.TTL)}
 	}
 	if err := c.Latency.validate(); err != nil {
-		return fmt.Errorf("latency: %w", err)
+		var f fieldErrs
+		f.wrap(err, "latency")
+		return f[0]
 	}
 	return nil
 }
 
-// validateMechanisms reports the problems of a service's mechanisms.
-func (v Service) validateMechanisms(bad func(string, ...any), where string) {
+// validateMechanisms reports the problems of a service's mechanisms, at
+// their paths under at.
+func (v Service) validateMechanisms(f *fieldErrs, at string) {
 	if v.Replicas < 0 || v.Replicas > maxReplicas {
-		bad("%s: replicas %d is outside [1, %d]", where, v.Replicas, maxReplicas)
+		f.add(fmt.Sprintf("%d is outside [1, %d]", v.Replicas, maxReplicas), at, "replicas")
 	}
 	switch v.Balancer {
 	case "", "round-robin", "least-outstanding":
 	default:
-		bad("%s: balancer %q is not round-robin or least-outstanding", where, v.Balancer)
+		f.add(fmt.Sprintf("%q is not round-robin or least-outstanding", v.Balancer), at, "balancer")
 	}
 	if v.Law != nil {
-		if err := v.Law.validate(); err != nil {
-			bad("%s: capacity_law: %v", where, err)
-		}
+		f.wrap(v.Law.validate(), at, "capacity_law")
 	}
-	if err := v.FailureCost.validate(); err != nil {
-		bad("%s: failure_cost: %v", where, err)
-	}
+	f.wrap(v.FailureCost.validate(), at, "failure_cost")
 	if v.Hang != nil {
-		if err := v.Hang.validate(); err != nil {
-			bad("%s: hang: %v", where, err)
-		}
+		f.wrap(v.Hang.validate(), at, "hang")
 	}
 	if v.Crash != nil {
-		if err := v.Crash.validate(); err != nil {
-			bad("%s: crash: %v", where, err)
-		}
+		f.wrap(v.Crash.validate(), at, "crash")
 	}
 	if v.Cache != nil {
-		if err := v.Cache.validate(); err != nil {
-			bad("%s: cache: %v", where, err)
-		}
+		f.wrap(v.Cache.validate(), at, "cache")
 	}
 	if v.Capacity != nil && (v.Replicas > 1 || v.Law != nil || v.Hang != nil || v.Crash != nil || v.FailureCost != (FailureCost{})) {
-		bad("%s: capacity (per tick) replaces workers and queue: it takes no replicas, capacity_law, hang, crash or failure_cost", where)
+		f.add("capacity (per tick) replaces workers and queue: it takes no replicas, capacity_law, hang, crash or failure_cost", at, "capacity")
 	}
 }
 

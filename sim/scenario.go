@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -363,158 +362,165 @@ func (s Scenario) withDefaults() Scenario {
 
 // Validate reports every problem with the scenario, naming the part.
 func (s Scenario) Validate() error {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	var f fieldErrs
+	bad := func(path, format string, a ...any) { f.add(fmt.Sprintf(format, a...), path) }
 	if s.Duration < 0 {
-		bad("duration %v is negative", s.Duration)
+		bad("duration", "%v is negative", s.Duration)
 	}
 	if s.Bin < 0 {
-		bad("bin %v is negative", s.Bin)
+		bad("bin", "%v is negative", s.Bin)
 	}
 	if len(s.Clients) == 0 {
-		bad("no clients: a scenario needs at least one")
+		bad("clients", "no clients: a scenario needs at least one")
 	}
 	services := map[string]int{}
 	for i, v := range s.Services {
+		at := elemPath("services", v.Name, i)
 		if v.Name == "" {
-			bad("services[%d]: name is empty", i)
+			bad(at, "name is empty")
 		}
 		if _, dup := services[v.Name]; dup {
-			bad("services[%d]: name %q is used twice", i, v.Name)
+			bad(at+".name", "%q is used twice", v.Name)
 		}
 		services[v.Name] = i
 	}
 	clients := map[string]bool{}
 	for i, c := range s.Clients {
-		where := fmt.Sprintf("clients[%d] (%s)", i, c.Name)
+		at := elemPath("clients", c.Name, i)
 		if c.Name == "" {
-			bad("clients[%d]: name is empty", i)
+			bad(at, "name is empty")
 		}
 		if clients[c.Name] {
-			bad("%s: name is used twice", where)
+			bad(at+".name", "%q is used twice", c.Name)
 		}
 		clients[c.Name] = true
 		if _, ok := services[c.Target]; !ok {
-			bad("%s: target %q is not a service (have %s)", where, c.Target, names(s.Services))
+			bad(at+".target", "%q is not a service (have %s)", c.Target, names(s.Services))
 		}
-		if err := c.Arrivals.validate(); err != nil {
-			bad("%s: arrivals: %v", where, err)
-		}
-		if err := c.Policy.Policy.Validate(); err != nil {
-			bad("%s: policy: %v", where, err)
-		}
-		if c.Timeout < 0 || c.Deadline < 0 || c.Processes < 0 {
-			bad("%s: timeout, deadline and processes must not be negative", where)
-		}
-		if err := c.Network.Latency.validate(); err != nil {
-			bad("%s: network.latency: %v", where, err)
-		}
-		if c.Fleet != nil {
-			if err := c.Fleet.validate(c.Policy.Budget); err != nil {
-				bad("%s: %v", where, err)
+		f.wrap(c.Arrivals.validate(), at, "arrivals")
+		f.wrap(c.Policy.Policy.Validate(), at, "policy")
+		for _, d := range []struct {
+			key string
+			neg bool
+		}{{"timeout", c.Timeout < 0}, {"deadline", c.Deadline < 0}, {"processes", c.Processes < 0}} {
+			if d.neg {
+				bad(at+"."+d.key, "must not be negative")
 			}
+		}
+		f.wrap(c.Network.Latency.validate(), at, "network.latency")
+		if c.Fleet != nil {
+			f.wrap(c.Fleet.validate(c.Policy.Budget), at, "fleet")
 		}
 	}
 	for i, v := range s.Services {
-		where := fmt.Sprintf("services[%d] (%s)", i, v.Name)
+		at := elemPath("services", v.Name, i)
 		if v.Workers < 0 {
-			bad("%s: workers %d is negative", where, v.Workers)
+			bad(at+".workers", "%d is negative", v.Workers)
 		}
-		if err := v.ServiceTime.validate(); err != nil {
-			bad("%s: service_time: %v", where, err)
-		}
+		f.wrap(v.ServiceTime.validate(), at, "service_time")
 		switch v.Queue.Discipline {
 		case "", "fifo", "lifo", "first-tries-first", "adaptive-lifo", "first-tries-adaptive-lifo":
 		default:
-			bad("%s: queue.discipline %q is not one of fifo, lifo, first-tries-first, adaptive-lifo, first-tries-adaptive-lifo", where, v.Queue.Discipline)
+			bad(at+".queue.discipline", "%q is not one of fifo, lifo, first-tries-first, adaptive-lifo, first-tries-adaptive-lifo", v.Queue.Discipline)
 		}
 		if v.Queue.Capacity < 0 || v.Queue.Capacity > shed.MaxCapacity {
-			bad("%s: queue.capacity %d is outside [0, %d]", where, v.Queue.Capacity, shed.MaxCapacity)
+			bad(at+".queue.capacity", "%d is outside [0, %d]", v.Queue.Capacity, shed.MaxCapacity)
 		}
 		if v.Limiter != nil {
 			if _, err := v.Limiter.New(); err != nil {
-				bad("%s: limiter: %v", where, err)
+				f.wrap(err, at, "limiter")
 			}
 		}
 		if v.ErrorRate < 0 || v.ErrorRate > 1 || math.IsNaN(v.ErrorRate) {
-			bad("%s: error_rate %v is outside [0, 1]", where, v.ErrorRate)
+			bad(at+".error_rate", "%v is outside [0, 1]", v.ErrorRate)
 		}
 		if v.Slowdown.Factor < 0 || v.Slowdown.Queue < 0 {
-			bad("%s: slowdown must not be negative", where)
+			bad(at+".slowdown", "must not be negative")
 		}
 		switch v.OnCallFailure {
 		case "", "fail", "fallback":
 		default:
-			bad("%s: on_call_failure %q is not fail or fallback", where, v.OnCallFailure)
+			bad(at+".on_call_failure", "%q is not fail or fallback", v.OnCallFailure)
 		}
 		switch v.Defenses {
 		case "", "none", "stormguard":
 		default:
-			bad("%s: defenses %q is not none or stormguard", where, v.Defenses)
+			bad(at+".defenses", "%q is not none or stormguard", v.Defenses)
 		}
 		if v.Capacity != nil && (v.Capacity.PerTick <= 0 || v.Capacity.Tick <= 0) {
-			bad("%s: capacity needs per_tick > 0 and tick > 0", where)
+			bad(at+".capacity", "needs per_tick > 0 and tick > 0")
 		}
-		v.validateMechanisms(bad, where)
+		v.validateMechanisms(&f, at)
 		for j, c := range v.Calls {
-			cw := fmt.Sprintf("%s: calls[%d]", where, j)
+			cat := elemPath(at+".calls", c.Service, j)
 			if _, ok := services[c.Service]; !ok {
-				bad("%s: service %q is not a service", cw, c.Service)
+				bad(cat+".service", "%q is not a service", c.Service)
 			}
-			if err := c.Policy.Policy.Validate(); err != nil {
-				bad("%s: policy: %v", cw, err)
-			}
-			if err := c.Network.Latency.validate(); err != nil {
-				bad("%s: network.latency: %v", cw, err)
-			}
+			f.wrap(c.Policy.Policy.Validate(), cat, "policy")
+			f.wrap(c.Network.Latency.validate(), cat, "network.latency")
 		}
 	}
 	if err := checkAcyclic(s.Services, services); err != nil {
-		errs = append(errs, err)
+		f.wrap(err, "services")
 	}
 	for i, t := range s.Triggers {
-		where := fmt.Sprintf("triggers[%d] (%s)", i, t.Kind)
+		at := fmt.Sprintf("triggers.%d", i)
 		switch t.Kind {
 		case "outage", "latency", "capacity", "pause", "errors", "hang", "cache-flush":
 			if _, ok := services[t.Target]; !ok {
-				bad("%s: target %q is not a service", where, t.Target)
+				bad(at+".target", "%q is not a service (a %s trigger needs one)", t.Target, t.Kind)
 			}
 		case "load":
 		default:
-			bad("triggers[%d]: kind %q is not one of outage, latency, capacity, load, pause, errors, hang, cache-flush", i, t.Kind)
+			bad(at+".kind", "%q is not one of outage, latency, capacity, load, pause, errors, hang, cache-flush", t.Kind)
 		}
 		if j, ok := services[t.Target]; ok && t.Kind == "cache-flush" && s.Services[j].Cache == nil {
-			bad("%s: service %q has no cache", where, t.Target)
+			bad(at+".target", "service %q has no cache", t.Target)
 		}
 		if t.Kind == "hang" && !(t.Factor > 0 && t.Factor <= 1) {
-			bad("%s: factor (the probability that an attempt hangs) must be in (0, 1]", where)
+			bad(at+".factor", "%v: the probability that an attempt hangs must be in (0, 1]", t.Factor)
 		}
-		if t.Release < 0 || t.Keys < 0 {
-			bad("%s: release and keys must not be negative", where)
+		if t.Release < 0 {
+			bad(at+".release", "must not be negative")
+		}
+		if t.Keys < 0 {
+			bad(at+".keys", "must not be negative")
 		}
 		if t.Release != 0 && t.Kind != "hang" {
-			bad("%s: release is for kind hang", where)
+			bad(at+".release", "is for kind hang")
 		}
 		if t.Keys != 0 && t.Kind != "cache-flush" {
-			bad("%s: keys is for kind cache-flush", where)
+			bad(at+".keys", "is for kind cache-flush")
 		}
-		if t.At < 0 || t.Duration < 0 {
-			bad("%s: at and duration must not be negative", where)
+		if t.At < 0 {
+			bad(at+".at", "must not be negative")
+		}
+		if t.Duration < 0 {
+			bad(at+".duration", "must not be negative")
 		}
 		if t.Kind == "outage" && t.Mode != "" && t.Mode != "hold" && t.Mode != "drop" {
-			bad("%s: mode %q is not hold or drop", where, t.Mode)
+			bad(at+".mode", "%q is not hold or drop", t.Mode)
 		}
 		if (t.Kind == "capacity" || t.Kind == "load") && !(t.Factor > 0) {
-			bad("%s: factor must be > 0", where)
+			bad(at+".factor", "%v must be > 0", t.Factor)
 		}
 		if t.Kind == "errors" && !(t.Factor >= 0 && t.Factor <= 1) {
-			bad("%s: factor (the error probability) must be in [0, 1]", where)
+			bad(at+".factor", "%v: the error probability must be in [0, 1]", t.Factor)
 		}
 	}
 	if h := s.Verdict.Healthy; h < 0 || h > 1 {
-		bad("verdict.healthy %v is outside [0, 1]", h)
+		bad("verdict.healthy", "%v is outside [0, 1]", h)
 	}
-	return errors.Join(errs...)
+	return f.err()
+}
+
+// elemPath names the element of a list in a path: by its name, or by its
+// index when it has none.
+func elemPath(list, name string, i int) string {
+	if name == "" || strings.Contains(name, ".") {
+		return fmt.Sprintf("%s.%d", list, i)
+	}
+	return list + "." + name
 }
 
 func names(vs []Service) string {
@@ -559,29 +565,34 @@ func (a Arrivals) validate() error {
 	switch a.Kind {
 	case "", "poisson", "constant":
 		if a.Rate < 0 || math.IsNaN(a.Rate) || math.IsInf(a.Rate, 0) {
-			return fmt.Errorf("rate %v is not a finite non-negative number", a.Rate)
+			return &FieldError{"rate", fmt.Sprintf("%v is not a finite non-negative number", a.Rate)}
 		}
 		var last time.Duration = -1
 		for i, p := range a.Schedule {
 			if p.At < last {
-				return fmt.Errorf("schedule[%d]: at %v is before the previous point", i, p.At)
+				return &FieldError{fmt.Sprintf("schedule.%d.at", i), fmt.Sprintf("%v is before the previous point", p.At)}
 			}
 			if p.Rate < 0 || math.IsNaN(p.Rate) || math.IsInf(p.Rate, 0) {
-				return fmt.Errorf("schedule[%d]: rate %v is not a finite non-negative number", i, p.Rate)
+				return &FieldError{fmt.Sprintf("schedule.%d.rate", i), fmt.Sprintf("%v is not a finite non-negative number", p.Rate)}
 			}
 			last = p.At
 		}
 	case "burst":
 		if a.Count <= 0 {
-			return fmt.Errorf("burst needs count > 0")
+			return &FieldError{"count", "a burst needs count > 0"}
 		}
 	case "closed":
 		if a.Users <= 0 {
-			return fmt.Errorf("closed needs users > 0")
+			return &FieldError{"users", "closed arrivals need users > 0"}
 		}
-		return a.Think.validate()
+		if err := a.Think.validate(); err != nil {
+			var f fieldErrs
+			f.wrap(err, "think")
+			return f[0]
+		}
+		return nil
 	default:
-		return fmt.Errorf("kind %q is not one of poisson, constant, burst, closed", a.Kind)
+		return &FieldError{"kind", fmt.Sprintf("%q is not one of poisson, constant, burst, closed", a.Kind)}
 	}
 	return nil
 }
@@ -590,37 +601,40 @@ func (d Dist) validate() error {
 	switch d.Kind {
 	case "", "constant", "exponential":
 		if d.Mean < 0 {
-			return fmt.Errorf("mean %v is negative", d.Mean)
+			return &FieldError{"mean", fmt.Sprintf("%v is negative", d.Mean)}
 		}
 	case "uniform":
 		if d.Min < 0 || d.Max < d.Min {
-			return fmt.Errorf("uniform needs 0 ≤ min ≤ max, got [%v, %v]", d.Min, d.Max)
+			return &FieldError{"max", fmt.Sprintf("uniform needs 0 ≤ min ≤ max, got [%v, %v]", d.Min, d.Max)}
 		}
 	case "lognormal":
 		if d.Mean <= 0 || d.Sigma < 0 {
-			return fmt.Errorf("lognormal needs mean > 0 and sigma ≥ 0")
+			return &FieldError{"mean", "lognormal needs mean > 0 and sigma ≥ 0"}
 		}
 	case "mixture":
 		if len(d.Of) == 0 {
-			return fmt.Errorf("mixture needs components in of")
+			return &FieldError{"of", "a mixture needs components"}
 		}
 		if d.Mean != 0 || d.Min != 0 || d.Max != 0 || d.Sigma != 0 {
-			return fmt.Errorf("a mixture's mean, min, max and sigma are its components'")
+			return &FieldError{"kind", "a mixture's mean, min, max and sigma are its components'"}
 		}
 		for i, c := range d.Of {
+			at := fmt.Sprintf("of.%d", i)
 			if !(c.Weight > 0) || math.IsInf(c.Weight, 0) {
-				return fmt.Errorf("of[%d]: weight %v must be > 0", i, c.Weight)
+				return &FieldError{at + ".weight", fmt.Sprintf("%v must be > 0", c.Weight)}
 			}
 			if err := c.Dist.validate(); err != nil {
-				return fmt.Errorf("of[%d]: %w", i, err)
+				var f fieldErrs
+				f.wrap(err, at)
+				return f[0]
 			}
 		}
 		return nil
 	default:
-		return fmt.Errorf("kind %q is not one of constant, exponential, uniform, lognormal, mixture", d.Kind)
+		return &FieldError{"kind", fmt.Sprintf("%q is not one of constant, exponential, uniform, lognormal, mixture", d.Kind)}
 	}
 	if len(d.Of) > 0 {
-		return fmt.Errorf("of is for kind mixture")
+		return &FieldError{"of", "is for kind mixture"}
 	}
 	return nil
 }
