@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/sim"
 )
@@ -209,9 +210,9 @@ func TestRolesInProcess(t *testing.T) {
 				ServiceTime: sim.Dist{Kind: "constant", Mean: 5 * time.Millisecond}, Queue: sim.QueueSpec{Discipline: "fifo"}}
 			br := startRole(t, RoleBackend, back, dir)
 			naive, _ := retry.Preset("naive")
-			naive.AttemptTimeout = time.Second
+			naive.AttemptTimeout = hostspeed.Scale(time.Second)
 			app := ServiceConfig{Common: common(RoleApp), Workers: 100, Defended: defended,
-				Call: &CallConfig{Upstream: br.addr, Policy: naive, Timeout: time.Second, PropagateDeadline: defended, OnFailure: "fail"}}
+				Call: &CallConfig{Upstream: br.addr, Policy: naive, Timeout: naive.AttemptTimeout, PropagateDeadline: defended, OnFailure: "fail"}}
 			ar := startRole(t, RoleApp, app, dir)
 			start := time.Now()
 			br.start(start)
@@ -232,6 +233,17 @@ func TestRolesInProcess(t *testing.T) {
 				tt := res.Service.Total
 				if tt.Arrived != n || tt.Completed != n || tt.Goodput != n || tt.InSystem != 0 {
 					t.Errorf("%s: totals %+v, want %d arrived and served", r.role, tt, n)
+				}
+				// Every role measures its scheduling; the backend times
+				// its n works of 5 ms, the app has no service time.
+				h := res.Host
+				if h == nil || h.TimerSamples == 0 {
+					t.Fatalf("%s: no timer figures in the result: %+v", r.role, h)
+				}
+				if wantWorks := map[string]int64{RoleBackend: n, RoleApp: 0}[r.role]; h.Works != wantWorks ||
+					h.ServiceNominal != time.Duration(wantWorks)*5*time.Millisecond || h.ServiceMeasured < h.ServiceNominal {
+					t.Errorf("%s: %d works, nominal %v, measured %v; want %d works of 5ms, measured ≥ nominal",
+						r.role, h.Works, h.ServiceNominal, h.ServiceMeasured, wantWorks)
 				}
 			}
 		})

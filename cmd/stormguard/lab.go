@@ -104,6 +104,10 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if name == "" {
 		name = filepath.Base(file.Path)
 	}
+	// Under `go run`, the end of the go command ends the lab (go run
+	// passes no signal on; see lab.WatchGoRun).
+	ctx, stopWatch := lab.WatchGoRun(ctx)
+	defer stopWatch()
 	start := time.Now()
 	out, err := labRuns(ctx, file.Runs, stderr)
 	if err != nil {
@@ -144,20 +148,29 @@ func labRuns(ctx context.Context, runs []sim.RunSpec, stderr io.Writer) (lab.Out
 			Progress: func(frac float64) { bar.set(i, frac) }})
 		if err != nil {
 			if ctx.Err() != nil {
-				return out, fmt.Errorf("interrupted: %w", ctx.Err())
+				return out, interrupted(ctx)
 			}
 			return out, err
 		}
 		sr, err := sim.Run(ctx, lab.Normalize(r.Scenario), r.Name, nil)
 		if err != nil {
 			if ctx.Err() != nil {
-				return out, fmt.Errorf("interrupted: %w", ctx.Err())
+				return out, interrupted(ctx)
 			}
 			return out, fmt.Errorf("run %s: simulating: %w", r.Name, err)
 		}
 		out.Add(rr, sr)
 	}
 	return out, nil
+}
+
+// interrupted is the error of a lab stopped by ctx: "interrupted" (exit
+// status 130), with the reason when it was not a signal.
+func interrupted(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("interrupted: %v: %w", cause, ctx.Err())
+	}
+	return fmt.Errorf("interrupted: %w", ctx.Err())
 }
 
 // printLab prints what the lab adds to the table: the outcomes of every
@@ -171,6 +184,12 @@ func printLab(w io.Writer, out lab.Output) {
 			check = "DOES NOT ADD UP"
 		}
 		fmt.Fprintln(w, wrap(fmt.Sprintf("  %s: %s (%s); after the trigger goodput was %.0f%% of demand", o.Run, o.Outcomes, check, 100*o.After), "    "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "The machine (a run is inconclusive past timers %v late at p99 or service time %.2f× nominal):\n",
+		lab.StarvedTimerLate, lab.StarvedServiceRatio)
+	for _, o := range out.Outcomes {
+		fmt.Fprintln(w, wrap(fmt.Sprintf("  %s: %s; the load generator fell up to %.0f ms behind its schedule", o.Run, o.Host.Reason, 1000*o.MaxLagS), "    "))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Simulation against the lab (goodput in 1 s windows):")
