@@ -269,20 +269,38 @@ func requestBound(c LoadgenConfig) time.Duration {
 
 // collect reads the roles' result files and builds the run's result.
 func (o *orchestrator) collect(plan Plan, name string) (RunResult, error) {
-	results := map[string]roleResult{}
-	var hosts []RoleHost
+	bins := newClock(time.Time{}, plan.Scenario.Bin, plan.Scenario.Duration).n
+	var outs []roleOutput
 	for _, c := range o.children {
 		data, err := os.ReadFile(c.result)
 		if err != nil {
 			return RunResult{}, fmt.Errorf("%s wrote no result: %w%s", c.proc.Role, err, c.stderr.suffix())
 		}
-		r, err := parseResult(c.proc.Role, data, newClock(time.Time{}, plan.Scenario.Bin, plan.Scenario.Duration).n)
+		r, err := parseResult(c.proc.Role, data, bins)
 		if err != nil {
 			return RunResult{}, fmt.Errorf("%s: result %s: %w", c.proc.Role, c.result, err)
 		}
-		results[c.proc.Name+"/"+c.proc.Role] = r
-		if r.Host != nil {
-			hosts = append(hosts, RoleHost{Role: c.proc.Role, HostStats: *r.Host})
+		outs = append(outs, roleOutput{role: c.proc.Role, name: c.proc.Name, res: r})
+	}
+	return assemble(plan, name, outs)
+}
+
+// roleOutput is the result file of one role of a run, parsed.
+type roleOutput struct {
+	role, name string
+	res        roleResult
+}
+
+// assemble builds a run's result from its roles' results (checked by
+// parseResult), judges it, and marks it inconclusive when its host was
+// starved.
+func assemble(plan Plan, name string, outs []roleOutput) (RunResult, error) {
+	results := map[string]roleResult{}
+	var hosts []RoleHost
+	for _, o := range outs {
+		results[o.name+"/"+o.role] = o.res
+		if o.res.Host != nil {
+			hosts = append(hosts, RoleHost{Role: o.role, HostStats: *o.res.Host})
 		}
 	}
 	sc := plan.Scenario
