@@ -18,6 +18,7 @@ import (
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/grpcx"
 	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/limit"
@@ -36,10 +37,11 @@ func guarded(t *testing.T, cfg grpcx.ServerConfig, steps ...step) (*backend, *gr
 	return newBackend(t, sg.ServerOptions(), steps...), sg
 }
 
-// waitFor polls cond until it holds, failing the test after 5 s.
+// waitFor polls cond until it holds, failing the test after 5 s (scaled
+// by the host's slowness).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for end := time.Now().Add(5 * time.Second); !cond(); {
+	for end := time.Now().Add(hostspeed.Scale(5 * time.Second)); !cond(); {
 		if time.Now().After(end) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
