@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/lab"
+	"github.com/stormguard/stormguard/report"
 	"github.com/stormguard/stormguard/sim"
 )
 
@@ -126,10 +127,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.json {
 		return json.NewEncoder(stdout).Encode(out)
 	}
-	var table bytes.Buffer
-	printTable(&table, sim.Output{Scenario: out.Scenario, Description: out.Description, Runs: out.Runs}, changes, time.Since(start))
-	// The lab's runs take wall-clock time, not the simulator's virtual time.
-	io.WriteString(stdout, strings.Replace(table.String(), " of virtual time ", " in real time on 127.0.0.1 ", 1))
+	printLabTable(stdout, out, changes, time.Since(start))
 	printLab(stdout, out)
 	if f.out != "" {
 		fmt.Fprintf(stdout, "Report: %s\n", filepath.Join(f.out, "index.html"))
@@ -162,6 +160,34 @@ func labRuns(ctx context.Context, runs []sim.RunSpec, stderr io.Writer) (lab.Out
 		out.Add(rr, sr)
 	}
 	return out, nil
+}
+
+// printLabTable prints the table of stormguard sim for the lab's runs,
+// in real time rather than virtual time, with advice drawn from the
+// conclusive runs only (an inconclusive run measured its machine).
+func printLabTable(w io.Writer, out lab.Output, changes map[string][]string, took time.Duration) {
+	var table bytes.Buffer
+	printTable(&table, sim.Output{Scenario: out.Scenario, Description: out.Description, Runs: out.Runs}, changes, took)
+	// The lab's runs take wall-clock time, not the simulator's virtual time.
+	text := strings.Replace(table.String(), " of virtual time ", " in real time on 127.0.0.1 ", 1)
+	var sums []report.Summary
+	var inconclusive []string
+	for _, r := range out.Runs {
+		if r.Verdict == lab.VerdictInconclusive {
+			inconclusive = append(inconclusive, r.Name)
+		} else {
+			sums = append(sums, report.Summarize(r))
+		}
+	}
+	if at := strings.LastIndex(text, "What to change: "); at >= 0 && len(inconclusive) > 0 {
+		advice := fmt.Sprintf("nothing from %s: inconclusive, the machine was starved (see below); run it again on a quieter machine.",
+			strings.Join(inconclusive, ", "))
+		if len(sums) > 0 {
+			advice = report.Advice(sums, changes) + " Not judged: " + advice
+		}
+		text = text[:at] + wrap("What to change: "+advice, "  ") + "\n"
+	}
+	io.WriteString(w, text)
 }
 
 // interrupted is the error of a lab stopped by ctx: "interrupted" (exit
