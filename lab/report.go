@@ -117,7 +117,10 @@ func addSection(path string, out Output, png []byte) error {
 		Figure: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(png))}
 	for _, c := range out.Comparisons {
 		agree := "yes"
-		if !c.Within {
+		switch {
+		case c.Inconclusive:
+			agree = "not compared: the lab's run was inconclusive"
+		case !c.Within:
 			agree = "no"
 		}
 		data.Rows = append(data.Rows, row{c.Run, c.LabVerdict, c.SimVerdict, fmt.Sprintf("%.0f", 100*c.LabAfter),

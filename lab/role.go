@@ -76,7 +76,11 @@ type readyLine struct {
 //     their listener and connections and write their result file.
 //
 // The end of stdin means that the orchestrator is gone: a role never
-// outlives it. Errors are returned, not printed.
+// outlives it. Every message is parsed strictly (see protocol.go): a
+// configuration the role cannot run safely is refused before it listens,
+// and a control line it does not understand stops it with an error.
+// Beside its work, a role measures how late its timers fire (HostStats in
+// its result file). Errors are returned, not printed.
 func RoleMain(ctx context.Context, role string, args []string, stdin io.Reader, stdout io.Writer) error {
 	if !IsRole(role) {
 		return fmt.Errorf("lab: unknown role %q (roles: %s)", role, strings.Join(Roles(), ", "))

@@ -281,12 +281,17 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := Output{Scenario: f.Base.Name}
-	for _, r := range f.Runs {
+	for i, r := range f.Runs {
 		s, err := sim.Run(t.Context(), Normalize(ScaleTime(r.Scenario, 0.3)), r.Name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out.Add(RunResult{Result: s, Outcomes: Outcomes{Sent: 1, Succeeded: 1}}, s)
+		rr := RunResult{Result: s, Outcomes: Outcomes{Sent: 1, Succeeded: 1}, Host: Host{Reason: "host ok: timers 0.5 ms late at p99, service time 1.00× nominal"}}
+		if i == 1 { // the second run's host was starved
+			rr.Host = Host{Starved: true, Reason: "host starved: timers 38 ms late at p99, service time 2.10× nominal"}
+			markInconclusive(&rr)
+		}
+		out.Add(rr, s)
 	}
 	dir := t.TempDir()
 	if err := WriteReport(dir, out, nil); err != nil {
@@ -300,6 +305,12 @@ func TestWriteReport(t *testing.T) {
 	page, _ := os.ReadFile(filepath.Join(dir, "index.html"))
 	if !strings.Contains(string(page), "Simulation against the lab") || !strings.Contains(string(page), "</html>") {
 		t.Error("index.html lacks the comparison section")
+	}
+	for _, want := range []string{"The machine", "host ok: timers 0.5 ms late at p99", "host starved: timers 38 ms late at p99, service time 2.10× nominal",
+		"not compared: the lab&#39;s run was inconclusive"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("index.html lacks %q", want)
+		}
 	}
 }
 
