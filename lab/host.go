@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -30,6 +32,12 @@ const (
 	// between a recovery and a collapse. Idle, the default's backend
 	// measures 1.00×.
 	StarvedServiceRatio = 1.05
+	// StarvedStall bounds the latest single wake-up of any role's probe:
+	// a role frozen for more than two and a half bins leaves a hole in
+	// the lab's series that the simulator has no cause for, and if it
+	// falls on the release of an outage it decides the recovery. Idle,
+	// the default lab's longest stall is 8–30 ms.
+	StarvedStall = 250 * time.Millisecond
 )
 
 // probePeriod is how often a role's timer probe asks to be woken.
@@ -51,6 +59,17 @@ type HostStats struct {
 	Works           int64         `json:"works,omitempty"`
 	ServiceNominal  time.Duration `json:"service_nominal_ns,omitempty"`
 	ServiceMeasured time.Duration `json:"service_measured_ns,omitempty"`
+	// SchedLateP99 is the 99th percentile of the time the role's
+	// goroutines spent runnable before they ran, during the run (the Go
+	// runtime's /sched/latencies:seconds, to the upper bound of its
+	// bucket); SchedSamples counts them.
+	SchedLateP99 time.Duration `json:"sched_late_p99_ns,omitempty"`
+	SchedSamples uint64        `json:"sched_samples,omitempty"`
+	// CPU is the CPU time the role's process used during the run;
+	// RunQueueWait the time its threads were runnable but waited for a CPU
+	// (Linux: /proc/self/task/*/schedstat).
+	CPU          time.Duration `json:"cpu_ns,omitempty"`
+	RunQueueWait time.Duration `json:"run_queue_wait_ns,omitempty"`
 }
 
 // ServiceRatio is ServiceMeasured / ServiceNominal, or 0 when the role
@@ -71,8 +90,9 @@ type RoleHost struct {
 // Host is a lab run's account of its own machine: how late the roles'
 // timers fired and how long the services' work took against what they
 // drew. A run is Starved when the worst role's p99 timer lateness
-// exceeds StarvedTimerLate or a service's ratio exceeds
-// StarvedServiceRatio; its verdict is then VerdictInconclusive.
+// exceeds StarvedTimerLate, a service's ratio exceeds StarvedServiceRatio
+// or a role stalled longer than StarvedStall; its verdict is then
+// VerdictInconclusive.
 type Host struct {
 	// TimerLateP99S is the worst role's p99 timer lateness, seconds;
 	// TimerRole names that role.
@@ -82,6 +102,10 @@ type Host struct {
 	// services (1 when none waited); ServiceRole names that service's role.
 	ServiceRatio float64 `json:"service_ratio"`
 	ServiceRole  string  `json:"service_role,omitempty"`
+	// StallS is the longest single lateness of any role's probe, seconds;
+	// StallRole names that role.
+	StallS    float64 `json:"stall_s"`
+	StallRole string  `json:"stall_role"`
 	// Starved reports that a threshold was exceeded. Reason says so with
 	// the figures: "host starved: timers 38 ms late at p99, service time
 	// 2.10× nominal"; or "host ok: …" with the same figures.
@@ -104,14 +128,20 @@ func judgeHost(roles []RoleHost) Host {
 		if q := r.ServiceRatio(); q > 0 && (q > h.ServiceRatio || h.ServiceRole == "") {
 			h.ServiceRatio, h.ServiceRole = q, r.Role
 		}
+		if s := r.TimerLateMax.Seconds(); s > h.StallS || h.StallRole == "" {
+			h.StallS, h.StallRole = s, r.Role
+		}
 	}
-	late := time.Duration(h.TimerLateP99S * 1e9)
-	h.Starved = late > StarvedTimerLate || h.ServiceRatio > StarvedServiceRatio
+	late, stall := time.Duration(h.TimerLateP99S*1e9), time.Duration(h.StallS*1e9)
+	h.Starved = late > StarvedTimerLate || h.ServiceRatio > StarvedServiceRatio || stall > StarvedStall
 	state := "host ok"
 	if h.Starved {
 		state = "host starved"
 	}
 	h.Reason = fmt.Sprintf("%s: timers %s late at p99, service time %.2f× nominal", state, ms(late), h.ServiceRatio)
+	if stall > StarvedStall {
+		h.Reason += fmt.Sprintf(", the %s stalled for %s", h.StallRole, ms(stall))
+	}
 	return h
 }
 
@@ -194,4 +224,45 @@ func (c *serviceClock) stats(h *HostStats) {
 	h.Works = c.works.Load()
 	h.ServiceNominal = time.Duration(c.nominal.Load())
 	h.ServiceMeasured = time.Duration(c.measured.Load())
+}
+
+// schedLatencies reads the runtime's histogram of the time goroutines
+// spent runnable before they ran (/sched/latencies:seconds), cumulative
+// since the process started.
+func schedLatencies() *metrics.Float64Histogram {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	return s[0].Value.Float64Histogram()
+}
+
+// histQuantile returns the q-quantile of the counts of after less those of
+// before (same buckets), as the upper bound of its bucket, and the number
+// of samples.
+func histQuantile(before, after *metrics.Float64Histogram, q float64) (time.Duration, uint64) {
+	if before == nil || after == nil || len(before.Counts) != len(after.Counts) {
+		return 0, 0
+	}
+	var total uint64
+	for i := range after.Counts {
+		total += after.Counts[i] - before.Counts[i]
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	want := uint64(math.Ceil(q * float64(total)))
+	var n uint64
+	for i := range after.Counts {
+		n += after.Counts[i] - before.Counts[i]
+		if n >= want {
+			hi := after.Buckets[i+1]
+			if math.IsInf(hi, 1) {
+				hi = after.Buckets[i]
+			}
+			return time.Duration(hi * 1e9), total
+		}
+	}
+	return 0, total
 }

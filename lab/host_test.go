@@ -15,9 +15,13 @@ import (
 func TestJudgeHost(t *testing.T) {
 	ms := time.Millisecond
 	role := func(name string, p99 time.Duration, nominal, measured time.Duration) RoleHost {
-		return RoleHost{Role: name, HostStats: HostStats{TimerSamples: 100, TimerLateP99: p99, Works: 10,
+		return RoleHost{Role: name, HostStats: HostStats{TimerSamples: 100, TimerLateP99: p99, TimerLateMax: 2 * p99, Works: 10,
 			ServiceNominal: nominal, ServiceMeasured: measured}}
 	}
+	stalled := role(RoleProxy, ms, 0, 0)
+	stalled.TimerLateMax = 600 * ms
+	atStall := role(RoleProxy, ms, 0, 0)
+	atStall.TimerLateMax = StarvedStall
 	tests := []struct {
 		name    string
 		roles   []RoleHost
@@ -35,6 +39,9 @@ func TestJudgeHost(t *testing.T) {
 		{"at the thresholds", []RoleHost{role(RoleBackend, StarvedTimerLate, 1000*ms, time.Duration(StarvedServiceRatio*1000)*ms)},
 			false, "host ok: timers 20 ms late at p99, service time 1.05× nominal"},
 		{"no service time", []RoleHost{role(RoleProxy, ms, 0, 0)}, false, "host ok: timers 1.0 ms late at p99, service time 1.00× nominal"},
+		{"a stall", []RoleHost{role(RoleBackend, 2*ms, 500*ms, 501*ms), stalled},
+			true, "host starved: timers 2.0 ms late at p99, service time 1.00× nominal, the proxy stalled for 600 ms"},
+		{"a stall at the threshold", []RoleHost{atStall}, false, "host ok: timers 1.0 ms late at p99, service time 1.00× nominal"},
 	}
 	for _, tt := range tests {
 		h := judgeHost(tt.roles)
@@ -43,8 +50,9 @@ func TestJudgeHost(t *testing.T) {
 		}
 	}
 	h := judgeHost([]RoleHost{role(RoleBackend, 2*ms, 500*ms, 600*ms), role(RoleApp, 5*ms, 100*ms, 110*ms)})
-	if h.TimerRole != RoleApp || h.ServiceRole != RoleBackend || h.ServiceRatio != 1.2 {
-		t.Errorf("worst timer role %s, service role %s at %v; want app, backend at 1.2", h.TimerRole, h.ServiceRole, h.ServiceRatio)
+	if h.TimerRole != RoleApp || h.ServiceRole != RoleBackend || h.ServiceRatio != 1.2 || h.StallRole != RoleApp || h.StallS != 0.01 {
+		t.Errorf("worst timer role %s, service role %s at %v, stall %s %v s; want app, backend at 1.2, app 0.01 s",
+			h.TimerRole, h.ServiceRole, h.ServiceRatio, h.StallRole, h.StallS)
 	}
 }
 

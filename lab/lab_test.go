@@ -76,6 +76,10 @@ func TestDefaultLab(t *testing.T) {
 			}
 			checkAccounting(t, rr)
 			t.Logf("%s: %s", r.Name, rr.Host.Reason)
+			for _, h := range rr.Host.Roles {
+				t.Logf("  %s: timers %v late at p99 (max %v), service %.3f× nominal, runnable %v at p99, CPU %v",
+					h.Role, h.TimerLateP99, h.TimerLateMax, h.ServiceRatio(), h.SchedLateP99, h.CPU)
+			}
 			return rr
 		}
 		rr := run()
@@ -115,6 +119,8 @@ func TestDefaultLab(t *testing.T) {
 	}
 	for _, c := range out.Comparisons {
 		t.Logf("%s", c)
+		t.Logf("  goodput per %v s: lab %.0f", c.WindowS, c.Lab)
+		t.Logf("  goodput per %v s: sim %.0f", c.WindowS, c.Sim)
 		if c.Inconclusive {
 			continue
 		}

@@ -5,6 +5,7 @@ package lab
 import (
 	"errors"
 	"syscall"
+	"time"
 )
 
 // processStart is not read outside Linux: the owner file records 0.
@@ -17,3 +18,6 @@ func ownerAlive(pid int, _ uint64) (alive, known bool) {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM), true
 }
+
+// runQueueWait is not read outside Linux.
+func runQueueWait() (time.Duration, bool) { return 0, false }

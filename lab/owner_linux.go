@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // procStat returns the fields of /proc/PID/stat after the command name
@@ -51,4 +52,33 @@ func ownerAlive(pid int, start uint64) (alive, known bool) {
 		return false, true // the pid belongs to another process now
 	}
 	return true, true
+}
+
+// runQueueWait returns the time the threads of this process have spent
+// runnable but waiting for a CPU, as the kernel counts it (the second
+// field of /proc/self/task/*/schedstat), and false where it cannot be read.
+func runQueueWait() (time.Duration, bool) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0, false
+	}
+	var sum time.Duration
+	n := 0
+	for _, t := range tasks {
+		data, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread has ended
+		}
+		f := strings.Fields(string(data))
+		if len(f) < 2 {
+			continue
+		}
+		v, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		sum += time.Duration(v)
+		n++
+	}
+	return sum, n > 0
 }

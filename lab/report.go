@@ -82,7 +82,7 @@ and the two agree when it is at most {{.Tolerance}} % and the verdicts are the s
 </table>
 <h3>The machine</h3>
 <p class="note">Each role measured its own scheduling: how late its timers fired (a probe every 10 ms) and how long the services' work took against the service time drawn.
-A run is inconclusive, and not compared, when timers were more than {{.TimerLimit}} late at the 99th percentile or the service time exceeded {{.RatioLimit}}× its nominal value: its figures describe the machine, not the system.</p>
+A run is inconclusive, and not compared, when timers were more than {{.TimerLimit}} late at the 99th percentile, the service time exceeded {{.RatioLimit}}× its nominal value or a role stalled for more than {{.StallLimit}}: its figures describe the machine, not the system.</p>
 <ul>
 {{range .Hosts}}<li><strong>{{.Run}}</strong>: {{.Text}}</li>
 {{end}}</ul>
@@ -109,12 +109,14 @@ func addSection(path string, out Output, png []byte) error {
 	data := struct {
 		Window, Tolerance      string
 		TimerLimit, RatioLimit string
+		StallLimit             string
 		Rows                   []row
 		Outcomes, Hosts        []outcomeRow
 		Figure                 template.URL
 	}{Window: strconv.FormatFloat(DefaultWindow, 'f', -1, 64), Tolerance: strconv.FormatFloat(100*DefaultTolerance, 'f', -1, 64),
 		TimerLimit: StarvedTimerLate.String(), RatioLimit: strconv.FormatFloat(StarvedServiceRatio, 'f', -1, 64),
-		Figure: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(png))}
+		StallLimit: StarvedStall.String(),
+		Figure:     template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(png))}
 	for _, c := range out.Comparisons {
 		agree := "yes"
 		switch {

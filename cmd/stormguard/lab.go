@@ -212,8 +212,8 @@ func printLab(w io.Writer, out lab.Output) {
 		fmt.Fprintln(w, wrap(fmt.Sprintf("  %s: %s (%s); after the trigger goodput was %.0f%% of demand", o.Run, o.Outcomes, check, 100*o.After), "    "))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "The machine (a run is inconclusive past timers %v late at p99 or service time %.2f× nominal):\n",
-		lab.StarvedTimerLate, lab.StarvedServiceRatio)
+	fmt.Fprintln(w, wrap(fmt.Sprintf("The machine (a run is inconclusive past timers %v late at p99, service time %.2f× nominal or a stall of %v):",
+		lab.StarvedTimerLate, lab.StarvedServiceRatio, lab.StarvedStall), "  "))
 	for _, o := range out.Outcomes {
 		fmt.Fprintln(w, wrap(fmt.Sprintf("  %s: %s; the load generator fell up to %.0f ms behind its schedule", o.Run, o.Host.Reason, 1000*o.MaxLagS), "    "))
 	}
