@@ -196,6 +196,38 @@ func timerProbe(ctx context.Context, from, until time.Time) []time.Duration {
 	}
 }
 
+// probeHost measures this process's scheduling from t0 for d (or until
+// ctx ends) beside a role's work: the timer probe, and the scheduler's
+// latencies, the CPU time and the run-queue wait between its ends. The
+// function it returns stops it and returns the figures.
+func probeHost(ctx context.Context, t0 time.Time, d time.Duration) func() HostStats {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan HostStats, 1)
+	go func() {
+		var h HostStats
+		defer func() { done <- h }()
+		wait := time.NewTimer(max(0, time.Until(t0)))
+		defer wait.Stop()
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			return
+		}
+		sched0, cpu0 := schedLatencies(), processCPU()
+		wait0, _ := runQueueWait()
+		late := timerProbe(ctx, t0, t0.Add(d))
+		sched1, cpu1 := schedLatencies(), processCPU()
+		wait1, _ := runQueueWait()
+		timerStats(&h, late)
+		h.SchedLateP99, h.SchedSamples = histQuantile(sched0, sched1, 0.99)
+		h.CPU, h.RunQueueWait = max(0, cpu1-cpu0), max(0, wait1-wait0)
+	}()
+	return func() HostStats {
+		cancel()
+		return <-done
+	}
+}
+
 // timerStats summarises a probe's lateness samples into h.
 func timerStats(h *HostStats, late []time.Duration) {
 	h.TimerSamples = len(late)

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/metrics"
 	"strings"
 	"sync"
 	"time"
@@ -118,44 +117,13 @@ func RoleMain(ctx context.Context, role string, args []string, stdin io.Reader, 
 	case <-ctx.Done():
 		return protocolError(role, ctx)
 	}
-	// The timer probe runs beside the role for the run's duration; the
-	// scheduler's latencies and the CPU time are read at its ends.
-	var (
-		late      []time.Duration
-		schedEnd  *metrics.Float64Histogram
-		cpuEnd    time.Duration
-		schedFrom *metrics.Float64Histogram
-		cpuFrom   time.Duration
-		waited    time.Duration
-	)
-	pctx, stopProbe := context.WithCancel(ctx)
-	var probe sync.WaitGroup
-	probe.Go(func() {
-		if d := time.Until(t0); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-pctx.Done():
-			}
-		}
-		schedFrom, cpuFrom = schedLatencies(), processCPU()
-		waitFrom, _ := runQueueWait()
-		late = timerProbe(pctx, t0, t0.Add(r.common().Duration))
-		schedEnd, cpuEnd = schedLatencies(), processCPU()
-		waitEnd, _ := runQueueWait()
-		waited = max(0, waitEnd-waitFrom)
-	})
+	stopProbe := probeHost(ctx, t0, r.common().Duration)
 	res := r.run(ctx, t0)
-	stopProbe()
-	probe.Wait()
-	if res.Host == nil {
-		res.Host = &HostStats{}
+	h := stopProbe()
+	if res.Host != nil { // a service's work times
+		h.Works, h.ServiceNominal, h.ServiceMeasured = res.Host.Works, res.Host.ServiceNominal, res.Host.ServiceMeasured
 	}
-	timerStats(res.Host, late)
-	res.Host.SchedLateP99, res.Host.SchedSamples = histQuantile(schedFrom, schedEnd, 0.99)
-	if cpuEnd > cpuFrom {
-		res.Host.CPU = cpuEnd - cpuFrom
-	}
-	res.Host.RunQueueWait = waited
+	res.Host = &h
 	out, err := json.Marshal(res)
 	if err != nil {
 		return fmt.Errorf("lab %s: %w", role, err)
