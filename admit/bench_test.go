@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/limit"
@@ -45,7 +46,7 @@ func rejectCases(tb testing.TB) []rejectCase {
 		full.Admit(ctx, time.Now(), admit.Request{Attempt: 1, Timeout: time.Hour, HasTimeout: true})
 	}()
 	tb.Cleanup(func() { cancel(); <-parked; p.Ignore() })
-	for end := time.Now().Add(5 * time.Second); full.Stats().Queued != 1; time.Sleep(time.Millisecond) {
+	for end := time.Now().Add(hostspeed.Scale(5 * time.Second)); full.Stats().Queued != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(end) {
 			tb.Fatal("the first try was not queued")
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/grpcx"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/wire"
@@ -102,7 +103,7 @@ func TestUnaryPushbackHonouredWithinClamp(t *testing.T) {
 				t.Fatalf("attempts = %d, want 2", len(calls))
 			}
 			gap := calls[1].at.Sub(calls[0].at)
-			const slack = 150 * time.Millisecond // scheduling and a loopback round trip, under -race
+			slack := hostspeed.Scale(150 * time.Millisecond) // scheduling and a loopback round trip, under -race
 			if gap < tc.want || gap > tc.want+slack {
 				t.Errorf("retry came %v after the first attempt, want %v (+ at most %v)", gap, tc.want, slack)
 			}
@@ -207,7 +208,7 @@ func TestUnaryCancelPropagatesToHandler(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			observed <- ctx.Err()
-		case <-time.After(5 * time.Second):
+		case <-time.After(hostspeed.Scale(5 * time.Second)):
 			observed <- errors.New("handler's context never ended")
 		}
 		return ctx.Err()

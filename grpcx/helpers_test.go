@@ -16,6 +16,7 @@ import (
 
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/deadline"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -182,11 +183,12 @@ func fast(t *testing.T, edit func(p *retry.Policy), opts ...retry.Option) *retry
 	return r
 }
 
-// check calls Check with a 5 s timeout unless ctx has a deadline.
+// check calls Check with a 5 s timeout (scaled by the host's slowness)
+// unless ctx has a deadline.
 func check(ctx context.Context, c healthpb.HealthClient, opts ...grpc.CallOption) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		ctx, cancel = context.WithTimeout(ctx, hostspeed.Scale(5*time.Second))
 		defer cancel()
 	}
 	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, opts...)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stormguard/stormguard/grpcx"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -48,7 +49,7 @@ func TestStreamRetriedUntilFirstMessage(t *testing.T) {
 	b := newBackend(t, nil, step{code: codes.Unavailable}, step{code: codes.Unavailable}, step{msgs: 2})
 	c := streamClient(t, b.addr, fast(t, nil))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(5*time.Second))
 	defer cancel()
 	n, err := watch(ctx, c)
 	if err != nil || n != 2 {
@@ -151,7 +152,7 @@ func TestStreamAbandonedBeforeFirstMessage(t *testing.T) {
 		if !errors.Is(reason, retry.ErrCanceled) {
 			t.Errorf("gave up for %v, want %v", reason, retry.ErrCanceled)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hostspeed.Scale(5 * time.Second)):
 		t.Fatal("the abandoned stream's call never ended in the retrier")
 	}
 	if _, err := s.Recv(); status.Code(err) != codes.Canceled {

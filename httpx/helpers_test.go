@@ -15,6 +15,7 @@ import (
 
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/wire"
@@ -251,9 +252,10 @@ func readClose(t *testing.T, resp *http.Response) string {
 	return string(b)
 }
 
-// eventually polls cond for up to two seconds.
+// eventually polls cond for up to two seconds (scaled by the host's
+// slowness).
 func eventually(cond func() bool) bool {
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+	for end := time.Now().Add(hostspeed.Scale(2 * time.Second)); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		if cond() {
 			return true
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/retry"
@@ -174,8 +175,8 @@ func TestServerDeadlineClamp(t *testing.T) {
 				t.Fatalf("status %d, err %v; want 200", a.status, a.err)
 			}
 			s := <-got
-			if !s.ok || s.left > tt.wantMax || s.left < tt.wantMax-tt.slack {
-				t.Errorf("handler saw %v left (deadline %v); want in [%v, %v]", s.left, s.ok, tt.wantMax-tt.slack, tt.wantMax)
+			if slack := hostspeed.Scale(tt.slack); !s.ok || s.left > tt.wantMax || s.left < tt.wantMax-slack {
+				t.Errorf("handler saw %v left (deadline %v); want in [%v, %v]", s.left, s.ok, tt.wantMax-slack, tt.wantMax)
 			}
 			if s.attempt != tt.attempt || s.crit != tt.crit {
 				t.Errorf("handler saw attempt %d, criticality %v; want %d, %v", s.attempt, s.crit, tt.attempt, tt.crit)
@@ -196,7 +197,7 @@ func TestServerDeadlineClamp(t *testing.T) {
 // propagation bug misses it every time.
 func TestServerThreeHops(t *testing.T) {
 	leakcheck.Check(t)
-	const tolerance = 25 * time.Millisecond
+	tolerance := hostspeed.Scale(25 * time.Millisecond)
 	hops := []struct {
 		name string
 		want time.Duration
@@ -428,7 +429,7 @@ func TestServerQueueExpiry(t *testing.T) {
 			if a.status != tt.wantStatus || a.header.Get(wire.HeaderOverload) != tt.wantOverload {
 				t.Errorf("got %d, overload %q (%v); want %d, %q", a.status, a.header.Get(wire.HeaderOverload), a.err, tt.wantStatus, tt.wantOverload)
 			}
-			if took < tt.wantAfter || took > tt.wantAfter+2*time.Second { // generous: the machine may be loaded
+			if took < tt.wantAfter || took > tt.wantAfter+hostspeed.Scale(2*time.Second) { // generous: the machine may be loaded
 				t.Errorf("answered after %v; want soon after %v", took, tt.wantAfter)
 			}
 			g.open()
@@ -520,7 +521,7 @@ func TestServerQueuedClientLeaves(t *testing.T) {
 // end, and so does A's, within a bounded time.
 func TestServerCancelAcrossHops(t *testing.T) {
 	leakcheck.Check(t)
-	const bound = time.Second
+	bound := hostspeed.Scale(time.Second)
 	bStarted := make(chan struct{})
 	bDone, aDone := make(chan time.Time, 1), make(chan time.Time, 1)
 	b := startGuarded(t, httpx.ServerConfig{}, func(w http.ResponseWriter, r *http.Request) {
@@ -550,7 +551,7 @@ func TestServerCancelAcrossHops(t *testing.T) {
 	}()
 	select {
 	case <-bStarted:
-	case <-time.After(5 * time.Second):
+	case <-time.After(hostspeed.Scale(5 * time.Second)):
 		t.Fatal("B never started")
 	}
 	canceled := time.Now()

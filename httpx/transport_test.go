@@ -13,6 +13,7 @@ import (
 
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/retry"
@@ -215,7 +216,7 @@ func TestTransportAttemptTimeout(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("got a response from a server that never answers")
 	}
-	if took := time.Since(start); took > time.Second {
+	if took := time.Since(start); took > hostspeed.Scale(time.Second) {
 		t.Errorf("took %v, want about 3 × 50ms", took)
 	}
 	var gu *retry.GiveUpError
@@ -249,12 +250,12 @@ func TestTransportAttemptTimeoutBody(t *testing.T) {
 		wantErr bool
 	}{
 		{"body within the timeout", 30 * time.Millisecond, false},
-		{"body after the timeout", 500 * time.Millisecond, true},
+		{"body after the timeout", hostspeed.Scale(500 * time.Millisecond), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := fast()
-			p.AttemptTimeout = 200 * time.Millisecond
+			p.AttemptTimeout = hostspeed.Scale(200 * time.Millisecond)
 			tr, base, _ := setup(t, p)
 			srv := newServer(t, reply{fn: func(w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
 				w.WriteHeader(200)
@@ -558,7 +559,7 @@ func TestTransportCancelDuringWait(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("got a response, want an error")
 	}
-	if took > time.Second {
+	if took > hostspeed.Scale(time.Second) {
 		t.Errorf("returned after %v, want promptly after the cancel", took)
 	}
 	var gu *retry.GiveUpError

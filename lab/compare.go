@@ -49,6 +49,12 @@ type Comparison struct {
 	// and equal verdicts.
 	Tolerance float64 `json:"tolerance"`
 	Within    bool    `json:"within"`
+	// Inconclusive reports that the lab's run was inconclusive (its host
+	// was starved, see Host): the figures above are given for
+	// information, the two are not compared, and Within is false.
+	// Reason is the lab run's Host.Reason (set by Output.Add).
+	Inconclusive bool   `json:"inconclusive"`
+	Reason       string `json:"reason,omitempty"`
 }
 
 // Compare compares the goodput of a lab run with that of the simulator's
@@ -92,12 +98,21 @@ func Compare(labRun, simRun sim.Result, window float64) Comparison {
 	}
 	c.LabAfter = afterRatio(labRun)
 	c.SimAfter = afterRatio(simRun)
-	c.Within = c.Error <= c.Tolerance && c.LabVerdict == c.SimVerdict
+	c.Inconclusive = c.LabVerdict == VerdictInconclusive
+	c.Within = !c.Inconclusive && c.Error <= c.Tolerance && c.LabVerdict == c.SimVerdict
 	return c
 }
 
 // String is the comparison in one line.
 func (c Comparison) String() string {
+	if c.Inconclusive {
+		reason := ""
+		if c.Reason != "" {
+			reason = " (" + c.Reason + ")"
+		}
+		return fmt.Sprintf("%s: lab inconclusive%s, sim %s; not compared (for information: goodput after the trigger %.0f%% vs %.0f%% of demand, |lab − sim| %.1f%% of demand)",
+			c.Run, reason, c.SimVerdict, 100*c.LabAfter, 100*c.SimAfter, 100*c.Error)
+	}
 	agree := "within"
 	if !c.Within {
 		agree = "OUTSIDE"

@@ -28,7 +28,17 @@
 // Every child process runs in its own process group, dies with the
 // orchestrator (Pdeathsig on Linux, and end of its standard input
 // everywhere) and is killed and reaped when a run ends, fails or is
-// cancelled: no process or listening port outlives a run.
+// cancelled: no process or listening port outlives a run. A run's
+// directory records its owner, so that the next run removes the directory
+// of an orchestrator that was killed ([RemoveStale]); under `go run` the
+// orchestrator stops when the go command ends ([WatchGoRun]).
+//
+// The roles measure their own machine: how late their timers fire and
+// how long the services' work takes against the service time drawn. A
+// run whose host was starved ([Host], [StarvedTimerLate],
+// [StarvedServiceRatio]) gets the verdict [VerdictInconclusive], with the
+// figures, instead of one the machine caused, and is not compared with
+// the simulator.
 //
 // Scenarios the lab runs have one client, which calls either a service
 // with exactly one downstream call (the app) or the backend directly; the

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/sim"
 )
 
@@ -43,6 +44,14 @@ const (
 // in exactly one outcome and the counts add up; the simulator agrees
 // within DefaultTolerance (Σ|lab − sim| ≤ 15 % of demand, in 1 s windows)
 // and the same verdict; no process or port is left behind.
+//
+// A run the lab finds inconclusive (its host was starved, see Host) is
+// not judged: its accounting and cleanup are still checked, the rest is
+// skipped with the figures. On a machine where the lab is not starved,
+// a disagreement fails. Under CI=true an inconclusive run is run once
+// more, and fails if it is inconclusive again (CI must vouch for the lab,
+// not pass it silently), unless STORMGUARD_BUSY_HOST=1 says the host is
+// kept busy on purpose (scripts/stress-test): then it skips at once.
 func TestDefaultLab(t *testing.T) {
 	bin := stormguardBinary(t)
 	f, err := Default()
@@ -52,35 +61,69 @@ func TestDefaultLab(t *testing.T) {
 	if len(f.Runs) != 2 || f.Runs[0].Name != "naive" || f.Runs[1].Name != "stormguard" {
 		t.Fatalf("the default has runs %v, want naive and stormguard", f.Runs)
 	}
+	ci, busy := os.Getenv("CI") == "true", os.Getenv("STORMGUARD_BUSY_HOST") == "1"
 	var out Output
 	for _, r := range f.Runs {
 		sc := ScaleTime(r.Scenario, shortScale())
-		rr, err := RunScenario(t.Context(), sc, r.Name, Options{Executable: bin})
-		checkGone(t, rr.Procs)
-		if err != nil {
-			t.Fatalf("run %s: %v", r.Name, err)
+		run := func() RunResult {
+			rr, err := RunScenario(t.Context(), sc, r.Name, Options{Executable: bin})
+			checkGone(t, rr.Procs)
+			if err != nil {
+				t.Fatalf("run %s: %v", r.Name, err)
+			}
+			if len(rr.Procs) != 4 {
+				t.Errorf("run %s: %d processes, want loadgen, app, proxy and backend: %+v", r.Name, len(rr.Procs), rr.Procs)
+			}
+			checkAccounting(t, rr)
+			t.Logf("%s: %s", r.Name, rr.Host.Reason)
+			for _, h := range rr.Host.Roles {
+				t.Logf("  %s: timers %v late at p99 (max %v), service %.3f× nominal, runnable %v at p99, CPU %v",
+					h.Role, h.TimerLateP99, h.TimerLateMax, h.ServiceRatio(), h.SchedLateP99, h.CPU)
+			}
+			return rr
 		}
-		if len(rr.Procs) != 4 {
-			t.Errorf("run %s: %d processes, want loadgen, app, proxy and backend: %+v", r.Name, len(rr.Procs), rr.Procs)
+		rr := run()
+		if rr.Host.Starved && ci && !busy {
+			t.Logf("%s: inconclusive under CI: running it once more", r.Name)
+			rr = run()
 		}
 		sr, err := sim.Run(t.Context(), Normalize(sc), r.Name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		out.Add(rr, sr)
-		checkAccounting(t, rr)
+	}
+	var skipped []string
+	conclusive := func(i int) bool {
+		o := out.Outcomes[i]
+		if !o.Host.Starved {
+			return true
+		}
+		if ci && !busy {
+			t.Errorf("%s: inconclusive twice under CI (%s): the lab cannot vouch for itself on this runner", o.Run, o.Host.Reason)
+		}
+		skipped = append(skipped, o.Run+": "+o.Host.Reason)
+		return false
 	}
 	naive, sg := out.Runs[0], out.Runs[1]
-	if _, after := AfterTrigger(naive); naive.Verdict != "metastable" || after >= naiveMaxAfter {
+	if _, after := AfterTrigger(naive); conclusive(0) && (naive.Verdict != "metastable" || after >= naiveMaxAfter) {
 		t.Errorf("naive: %s, goodput after the trigger %.1f%% of demand; want metastable and < %.0f%%", naive.Verdict, 100*after, 100*naiveMaxAfter)
 	}
+	// The recovery time is what the run measured of the system, not a
+	// bound on the test's own time: a starved host makes the run
+	// inconclusive instead.
 	after := AfterRecovery(sg)
-	if sg.Verdict != "recovered" || *sg.RecoveryS > stormguardMaxRecoveryS || !(after >= stormguardMinAfter) {
+	if conclusive(1) && (sg.Verdict != "recovered" || *sg.RecoveryS > stormguardMaxRecoveryS || !(after >= stormguardMinAfter)) {
 		t.Errorf("stormguard: %s in %v s, goodput after %.1f%% of demand; want recovered within %.0f s, then ≥ %.0f%%",
 			sg.Verdict, deref(sg.RecoveryS), 100*after, stormguardMaxRecoveryS, 100*stormguardMinAfter)
 	}
 	for _, c := range out.Comparisons {
 		t.Logf("%s", c)
+		t.Logf("  goodput per %v s: lab %.0f", c.WindowS, c.Lab)
+		t.Logf("  goodput per %v s: sim %.0f", c.WindowS, c.Sim)
+		if c.Inconclusive {
+			continue
+		}
 		if !c.Within {
 			t.Errorf("%s: the lab and the simulator disagree beyond the tolerance", c.Run)
 		}
@@ -96,6 +139,9 @@ func TestDefaultLab(t *testing.T) {
 		if err := WriteReport(dir, out, nil); err != nil {
 			t.Error(err)
 		}
+	}
+	if len(skipped) > 0 {
+		t.Skipf("inconclusive, not judged nor compared with the simulator: %s", strings.Join(skipped, "; "))
 	}
 }
 
@@ -167,7 +213,7 @@ func TestCancelMidRun(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	if took := time.Since(begin); took > 8*time.Second {
+	if took := time.Since(begin); took > hostspeed.Scale(8*time.Second) {
 		t.Errorf("the cancelled run took %v to return", took)
 	}
 	if len(rr.Procs) != 3 {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/internal/hostspeed"
 )
 
 // The end-to-end tests run the roles as the real stormguard binary, built
@@ -18,17 +20,30 @@ import (
 // runs under the race detector in process, in role_test.go).
 var (
 	buildOnce sync.Once
-	buildDir  string
 	binPath   string
 	buildErr  error
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+// testMain runs the tests with the system's temporary directory pointed at
+// a directory of their own, made by MkdirTemp: what they make there
+// (t.TempDir, the lab's run directories, the stormguard binary) is
+// removed when they end, and if the binary is killed first (by
+// -test.timeout, or SIGKILL), by the next RemoveStale: the next test
+// binary's start or the next lab run.
+func testMain(m *testing.M) int {
+	if removed, err := RemoveStale(""); len(removed) > 0 || err != nil {
+		fmt.Fprintf(os.Stderr, "lab tests: removed %d directories of dead lab processes (%v)\n", len(removed), err)
 	}
-	os.Exit(code)
+	root, err := MkdirTemp("test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(root)
+	os.Setenv("TMPDIR", root)
+	return m.Run()
 }
 
 // stormguardBinary builds the stormguard binary once and returns its path.
@@ -38,11 +53,7 @@ func stormguardBinary(t *testing.T) string {
 		t.Skip("the lab's process tests need process groups and /bin/true")
 	}
 	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "stormguard-labtest-")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "stormguard")
+		binPath = filepath.Join(os.TempDir(), "stormguard")
 		cmd := exec.Command(goTool(), "build", "-o", binPath, "github.com/stormguard/stormguard/cmd/stormguard")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("%v\n%s", err, out)
@@ -74,7 +85,7 @@ func checkGone(t *testing.T, procs []Proc) {
 	if len(procs) == 0 {
 		return
 	}
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(hostspeed.Scale(3 * time.Second))
 	for _, p := range procs {
 		for alive(p.PID) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
@@ -85,7 +96,7 @@ func checkGone(t *testing.T, procs []Proc) {
 		if p.Addr == "" {
 			continue
 		}
-		if c, err := net.DialTimeout("tcp", p.Addr, 500*time.Millisecond); err == nil {
+		if c, err := net.DialTimeout("tcp", p.Addr, hostspeed.Scale(500*time.Millisecond)); err == nil {
 			c.Close()
 			t.Errorf("%s's port %s still accepts connections", p.Role, p.Addr)
 		}

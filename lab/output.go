@@ -44,15 +44,22 @@ type RunOutcomes struct {
 	// seconds; WallS how long the run took.
 	MaxLagS float64 `json:"max_lag_s"`
 	WallS   float64 `json:"wall_s"`
+	// Host is the run's account of its own machine (see Host): a starved
+	// run's verdict is "inconclusive".
+	Host Host `json:"host"`
 }
 
 // Add appends a lab run and the simulator's run of the same scenario.
 func (o *Output) Add(labRun RunResult, simRun sim.Result) {
 	o.Runs = append(o.Runs, labRun.Result)
 	o.Sim = append(o.Sim, simRun)
-	o.Comparisons = append(o.Comparisons, Compare(labRun.Result, simRun, DefaultWindow))
+	c := Compare(labRun.Result, simRun, DefaultWindow)
+	if c.Inconclusive {
+		c.Reason = labRun.Host.Reason
+	}
+	o.Comparisons = append(o.Comparisons, c)
 	ro := RunOutcomes{Run: labRun.Result.Name, Outcomes: labRun.Outcomes, Proxy: labRun.Proxy, Procs: labRun.Procs,
-		After: afterRatio(labRun.Result), MaxLagS: labRun.MaxLagS, WallS: labRun.WallS}
+		After: afterRatio(labRun.Result), MaxLagS: labRun.MaxLagS, WallS: labRun.WallS, Host: labRun.Host}
 	if a := AfterRecovery(labRun.Result); !math.IsNaN(a) {
 		ro.AfterRecovery = &a
 	}

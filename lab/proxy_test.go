@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/internal/hostspeed"
 )
 
 // recorder is a TCP server that records the lines it receives, in the
@@ -111,7 +113,7 @@ func expect(t *testing.T, r *recorder, want string) {
 		if l != want {
 			t.Fatalf("got %q, want %q", l, want)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(hostspeed.Scale(2 * time.Second)):
 		t.Fatalf("%q did not arrive", want)
 	}
 }
@@ -146,14 +148,14 @@ func TestProxyHold(t *testing.T) {
 	p.SetHold(true)
 	send(t, a, "a1")
 	b, bbr := dial(t, p.Addr().String()) // a new connection during the hold
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(hostspeed.Scale(20 * time.Millisecond))
 	send(t, b, "b1")
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(hostspeed.Scale(20 * time.Millisecond))
 	send(t, a, "a2")
 	c, _ := dial(t, p.Addr().String())
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(hostspeed.Scale(20 * time.Millisecond))
 	send(t, c, "c1")
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(hostspeed.Scale(20 * time.Millisecond))
 	c.Close() // its client leaves during the hold
 	expectNothing(t, r, 200*time.Millisecond)
 
@@ -163,7 +165,7 @@ func TestProxyHold(t *testing.T) {
 		select {
 		case l := <-r.got:
 			seen[l] = i
-		case <-time.After(2 * time.Second):
+		case <-time.After(hostspeed.Scale(2 * time.Second)):
 			t.Fatalf("after the hold only %v arrived", seen)
 		}
 	}
@@ -243,14 +245,14 @@ func TestProxyLatency(t *testing.T) {
 	begin := time.Now()
 	send(t, a, "slow")
 	abr.ReadString('\n')
-	if rtt := time.Since(begin); rtt < 150*time.Millisecond || rtt > time.Second {
+	if rtt := time.Since(begin); rtt < 150*time.Millisecond || rtt > hostspeed.Scale(time.Second) {
 		t.Errorf("round trip %v with 150ms of latency", rtt)
 	}
 	p.SetLatency(0)
 	begin = time.Now()
 	send(t, a, "fast")
 	abr.ReadString('\n')
-	if rtt := time.Since(begin); rtt > 100*time.Millisecond {
+	if rtt := time.Since(begin); rtt > hostspeed.Scale(100*time.Millisecond) {
 		t.Errorf("round trip %v without latency", rtt)
 	}
 }

@@ -80,6 +80,12 @@ and the two agree when it is at most {{.Tolerance}} % and the verdicts are the s
 {{range .Rows}}<tr><td class="name">{{.Run}}</td><td>{{.LabVerdict}}</td><td>{{.SimVerdict}}</td><td>{{.LabAfter}} %</td><td>{{.SimAfter}} %</td><td>{{.Mean}} req/s</td><td>{{.Error}} %</td><td>{{.Agree}}</td></tr>
 {{end}}</tbody>
 </table>
+<h3>The machine</h3>
+<p class="note">Each role measured its own scheduling: how late its timers fired (a probe every 10 ms) and how long the services' work took against the service time drawn.
+A run is inconclusive, and not compared, when timers were more than {{.TimerLimit}} late at the 99th percentile, the service time exceeded {{.RatioLimit}}× its nominal value or a role stalled for more than {{.StallLimit}}: its figures describe the machine, not the system.</p>
+<ul>
+{{range .Hosts}}<li><strong>{{.Run}}</strong>: {{.Text}}</li>
+{{end}}</ul>
 <h3>Requests</h3>
 <p class="note">Every request the load generator sent ended in exactly one outcome.</p>
 <ul>
@@ -101,15 +107,22 @@ func addSection(path string, out Output, png []byte) error {
 	}
 	type outcomeRow struct{ Run, Text string }
 	data := struct {
-		Window, Tolerance string
-		Rows              []row
-		Outcomes          []outcomeRow
-		Figure            template.URL
+		Window, Tolerance      string
+		TimerLimit, RatioLimit string
+		StallLimit             string
+		Rows                   []row
+		Outcomes, Hosts        []outcomeRow
+		Figure                 template.URL
 	}{Window: strconv.FormatFloat(DefaultWindow, 'f', -1, 64), Tolerance: strconv.FormatFloat(100*DefaultTolerance, 'f', -1, 64),
-		Figure: template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(png))}
+		TimerLimit: StarvedTimerLate.String(), RatioLimit: strconv.FormatFloat(StarvedServiceRatio, 'f', -1, 64),
+		StallLimit: StarvedStall.String(),
+		Figure:     template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(png))}
 	for _, c := range out.Comparisons {
 		agree := "yes"
-		if !c.Within {
+		switch {
+		case c.Inconclusive:
+			agree = "not compared: the lab's run was inconclusive"
+		case !c.Within:
 			agree = "no"
 		}
 		data.Rows = append(data.Rows, row{c.Run, c.LabVerdict, c.SimVerdict, fmt.Sprintf("%.0f", 100*c.LabAfter),
@@ -121,6 +134,7 @@ func addSection(path string, out Output, png []byte) error {
 			text += " — " + err.Error()
 		}
 		data.Outcomes = append(data.Outcomes, outcomeRow{o.Run, text})
+		data.Hosts = append(data.Hosts, outcomeRow{o.Run, o.Host.Reason})
 	}
 	var sec bytes.Buffer
 	if err := sectionTmpl.Execute(&sec, data); err != nil {

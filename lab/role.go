@@ -2,7 +2,6 @@ package lab
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,8 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +49,8 @@ type roleResult struct {
 	// MaxLag is how far the load generator's arrivals fell behind their
 	// schedule, at most.
 	MaxLag time.Duration `json:"max_lag_ns,omitempty"`
+	// Host is what the role measured of its own scheduling.
+	Host *HostStats `json:"host,omitempty"`
 }
 
 // readyLine is the first line a role prints on its standard output.
@@ -77,7 +76,11 @@ type readyLine struct {
 //     their listener and connections and write their result file.
 //
 // The end of stdin means that the orchestrator is gone: a role never
-// outlives it. Errors are returned, not printed.
+// outlives it. Every message is parsed strictly (see protocol.go): a
+// configuration the role cannot run safely is refused before it listens,
+// and a control line it does not understand stops it with an error.
+// Beside its work, a role measures how late its timers fire (HostStats in
+// its result file). Errors are returned, not printed.
 func RoleMain(ctx context.Context, role string, args []string, stdin io.Reader, stdout io.Writer) error {
 	if !IsRole(role) {
 		return fmt.Errorf("lab: unknown role %q (roles: %s)", role, strings.Join(Roles(), ", "))
@@ -95,27 +98,32 @@ func RoleMain(ctx context.Context, role string, args []string, stdin io.Reader, 
 	if err != nil {
 		return fmt.Errorf("lab %s: %w", role, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	start := make(chan time.Time, 1)
 	go control(stdin, start, cancel)
 
 	r, err := newRole(role, data)
 	if err != nil {
-		return fmt.Errorf("lab %s: %w", role, err)
+		return fmt.Errorf("lab %s: %s: %w", role, *path, err)
 	}
 	defer r.close()
-	line, _ := json.Marshal(readyLine{Addr: r.addr()})
-	if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {
+	if _, err := stdout.Write(formatReady(r.addr())); err != nil {
 		return fmt.Errorf("lab %s: %w", role, err)
 	}
 	var t0 time.Time
 	select {
 	case t0 = <-start:
 	case <-ctx.Done():
-		return nil
+		return protocolError(role, ctx)
 	}
+	stopProbe := probeHost(ctx, t0, r.common().Duration)
 	res := r.run(ctx, t0)
+	h := stopProbe()
+	if res.Host != nil { // a service's work times
+		h.Works, h.ServiceNominal, h.ServiceMeasured = res.Host.Works, res.Host.ServiceNominal, res.Host.ServiceMeasured
+	}
+	res.Host = &h
 	out, err := json.Marshal(res)
 	if err != nil {
 		return fmt.Errorf("lab %s: %w", role, err)
@@ -128,102 +136,81 @@ func RoleMain(ctx context.Context, role string, args []string, stdin io.Reader, 
 	if err := os.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("lab %s: %w", role, err)
 	}
+	return protocolError(role, ctx)
+}
+
+// errBadControl marks a control line the role did not understand.
+var errBadControl = errors.New("bad control line")
+
+// protocolError is the error of a role stopped by a control line it did
+// not understand, or nil.
+func protocolError(role string, ctx context.Context) error {
+	if err := context.Cause(ctx); errors.Is(err, errBadControl) {
+		return fmt.Errorf("lab %s: %w", role, err)
+	}
 	return nil
 }
 
-// control reads the orchestrator's lines from stdin: "start NANOS" is
-// sent on start; "stop" or the end of stdin cancels.
-func control(stdin io.Reader, start chan<- time.Time, cancel context.CancelFunc) {
-	defer cancel()
+// control reads the orchestrator's lines from stdin (see parseControl):
+// "start NANOS" is sent on start; "stop", the end of stdin or a line it
+// does not understand (cause errBadControl) cancels.
+func control(stdin io.Reader, start chan<- time.Time, cancel context.CancelCauseFunc) {
+	defer cancel(nil)
 	sc := bufio.NewScanner(stdin)
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+		c, err := parseControl(sc.Text())
 		switch {
-		case len(f) == 2 && f[0] == "start":
-			if ns, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-				select {
-				case start <- time.Unix(0, ns):
-				default:
-				}
-			}
-		case len(f) == 1 && f[0] == "stop":
+		case err != nil:
+			cancel(fmt.Errorf("%w: %w", errBadControl, err))
 			return
+		case c.stop:
+			return
+		default:
+			select {
+			case start <- c.start:
+			default: // a second start changes nothing
+			}
 		}
 	}
 }
 
 // runner is a role ready to run.
 type runner interface {
+	common() Common
 	addr() string
 	run(ctx context.Context, start time.Time) roleResult
 	resultPath() string
 	close()
 }
 
-// decodeStrict decodes data into v, rejecting unknown fields.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
-
 func newRole(role string, data []byte) (runner, error) {
-	switch role {
-	case RoleLoadgen:
-		var c LoadgenConfig
-		if err := decodeStrict(data, &c); err != nil {
+	cfg, err := parseConfig(role, data)
+	if err != nil {
+		return nil, err
+	}
+	switch c := cfg.(type) {
+	case *LoadgenConfig:
+		if _, err := newLoadgen(*c, newClock(time.Now(), c.Bin, c.Duration)); err != nil {
 			return nil, err
 		}
-		if err := checkCommon(c.Common); err != nil {
-			return nil, err
-		}
-		if _, err := newLoadgen(c, newClock(time.Now(), c.Bin, c.Duration)); err != nil {
-			return nil, err
-		}
-		return &loadgenRole{cfg: c}, nil
-	case RoleProxy:
-		var c ProxyConfig
-		if err := decodeStrict(data, &c); err != nil {
-			return nil, err
-		}
-		if err := checkCommon(c.Common); err != nil {
-			return nil, err
-		}
+		return &loadgenRole{cfg: *c}, nil
+	case *ProxyConfig:
 		ln, err := listen()
 		if err != nil {
 			return nil, err
 		}
-		return &proxyRole{cfg: c, p: NewProxy(ln, c.Target)}, nil
+		return &proxyRole{cfg: *c, p: NewProxy(ln, c.Target)}, nil
 	default:
-		var c ServiceConfig
-		if err := decodeStrict(data, &c); err != nil {
-			return nil, err
-		}
-		if err := checkCommon(c.Common); err != nil {
-			return nil, err
-		}
-		if (role == RoleApp) != (c.Call != nil) {
-			return nil, errors.New("an app has a call and a backend has none")
-		}
-		if _, err := newService(c, newClock(time.Now(), c.Bin, c.Duration)); err != nil {
+		sc := cfg.(*ServiceConfig)
+		if _, err := newService(*sc, newClock(time.Now(), sc.Bin, sc.Duration)); err != nil {
 			return nil, err
 		}
 		ln, err := listen()
 		if err != nil {
 			return nil, err
 		}
-		return &serviceRole{cfg: c, ln: ln}, nil
+		return &serviceRole{cfg: *sc, ln: ln}, nil
 	}
-}
-
-func checkCommon(c Common) error {
-	if c.Bin <= 0 || c.Duration <= 0 || c.Result == "" {
-		return errors.New("the configuration needs bin_ns > 0, duration_ns > 0 and result")
-	}
-	if !filepath.IsAbs(c.Result) {
-		return fmt.Errorf("result %q is not an absolute path", c.Result)
-	}
-	return nil
 }
 
 // listen listens on a port of the system's choice on the loopback
@@ -233,6 +220,7 @@ func listen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
 // loadgenRole runs the load generator.
 type loadgenRole struct{ cfg LoadgenConfig }
 
+func (r *loadgenRole) common() Common     { return r.cfg.Common }
 func (r *loadgenRole) addr() string       { return "" }
 func (r *loadgenRole) resultPath() string { return r.cfg.Result }
 func (r *loadgenRole) close()             {}
@@ -253,6 +241,7 @@ type proxyRole struct {
 	p   *Proxy
 }
 
+func (r *proxyRole) common() Common     { return r.cfg.Common }
 func (r *proxyRole) addr() string       { return r.p.Addr().String() }
 func (r *proxyRole) resultPath() string { return r.cfg.Result }
 func (r *proxyRole) close()             { r.p.Close() }
@@ -273,6 +262,7 @@ type serviceRole struct {
 	srv *http.Server
 }
 
+func (r *serviceRole) common() Common     { return r.cfg.Common }
 func (r *serviceRole) addr() string       { return r.ln.Addr().String() }
 func (r *serviceRole) resultPath() string { return r.cfg.Result }
 
@@ -296,7 +286,9 @@ func (r *serviceRole) run(ctx context.Context, start time.Time) roleResult {
 	r.srv.Close()
 	wg.Wait()
 	ss := s.counts.series(r.cfg.Name, s.inSystem.Load())
-	return roleResult{Service: &ss}
+	var h HostStats
+	s.svc.stats(&h)
+	return roleResult{Service: &ss, Host: &h}
 }
 
 // discardLog swallows net/http's own log lines (connections reset by the

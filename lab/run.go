@@ -24,7 +24,9 @@ type Options struct {
 	// executable, os.Executable]. Tests set it to a binary they built.
 	Executable string
 	// Dir receives the roles' configuration and result files [a new
-	// temporary directory, removed when the run ends].
+	// directory made by MkdirTemp, removed when the run ends; the
+	// directories of dead lab processes are removed first, see
+	// RemoveStale].
 	Dir string
 	// Progress, if not nil, is called with the fraction of the run done,
 	// about five times a second.
@@ -65,6 +67,9 @@ type RunResult struct {
 	MaxLagS float64 `json:"max_lag_s"`
 	// WallS is how long the run took, start-up and drain included.
 	WallS float64 `json:"wall_s"`
+	// Host is the run's account of its own machine: when Host.Starved,
+	// Result.Verdict is VerdictInconclusive.
+	Host Host `json:"host"`
 }
 
 // Timing of a run.
@@ -77,6 +82,8 @@ const (
 	// stopTimeout bounds how long a role may take to stop when asked;
 	// then it is killed.
 	stopTimeout = 5 * time.Second
+	// maxReadyLine bounds the ready line a role prints.
+	maxReadyLine = 4096
 	// maxDrain bounds how long the load generator may wait for its last
 	// requests after the end of the run before it is told to stop.
 	maxDrain = 2 * time.Minute
@@ -104,7 +111,10 @@ func RunScenario(ctx context.Context, sc sim.Scenario, name string, opts Options
 	}
 	dir := opts.Dir
 	if dir == "" {
-		if dir, err = os.MkdirTemp("", "stormguard-lab-"); err != nil {
+		// The directories of lab processes killed before they could
+		// remove theirs go first.
+		RemoveStale("")
+		if dir, err = MkdirTemp(""); err != nil {
 			return RunResult{}, err
 		}
 		defer os.RemoveAll(dir)
@@ -259,17 +269,39 @@ func requestBound(c LoadgenConfig) time.Duration {
 
 // collect reads the roles' result files and builds the run's result.
 func (o *orchestrator) collect(plan Plan, name string) (RunResult, error) {
-	results := map[string]roleResult{}
+	bins := newClock(time.Time{}, plan.Scenario.Bin, plan.Scenario.Duration).n
+	var outs []roleOutput
 	for _, c := range o.children {
 		data, err := os.ReadFile(c.result)
 		if err != nil {
 			return RunResult{}, fmt.Errorf("%s wrote no result: %w%s", c.proc.Role, err, c.stderr.suffix())
 		}
-		var r roleResult
-		if err := json.Unmarshal(data, &r); err != nil {
-			return RunResult{}, fmt.Errorf("%s: result: %w", c.proc.Role, err)
+		r, err := parseResult(c.proc.Role, data, bins)
+		if err != nil {
+			return RunResult{}, fmt.Errorf("%s: result %s: %w", c.proc.Role, c.result, err)
 		}
-		results[c.proc.Name+"/"+c.proc.Role] = r
+		outs = append(outs, roleOutput{role: c.proc.Role, name: c.proc.Name, res: r})
+	}
+	return assemble(plan, name, outs)
+}
+
+// roleOutput is the result file of one role of a run, parsed.
+type roleOutput struct {
+	role, name string
+	res        roleResult
+}
+
+// assemble builds a run's result from its roles' results (checked by
+// parseResult), judges it, and marks it inconclusive when its host was
+// starved.
+func assemble(plan Plan, name string, outs []roleOutput) (RunResult, error) {
+	results := map[string]roleResult{}
+	var hosts []RoleHost
+	for _, o := range outs {
+		results[o.name+"/"+o.role] = o.res
+		if o.res.Host != nil {
+			hosts = append(hosts, RoleHost{Role: o.role, HostStats: *o.res.Host})
+		}
 	}
 	sc := plan.Scenario
 	res := sim.Result{Name: name, Seed: sc.Seed, BinS: sc.Bin.Seconds(), DurationS: sc.Duration.Seconds(), TriggerS: [][2]float64{}}
@@ -294,10 +326,11 @@ func (o *orchestrator) collect(plan Plan, name string) (RunResult, error) {
 		res.Events += uint64(r.Service.Total.Arrived)
 	}
 	sim.Judge(&res, sc)
-	out := RunResult{Result: res, Outcomes: *gen.Outcomes, MaxLagS: gen.MaxLag.Seconds()}
+	out := RunResult{Result: res, Outcomes: *gen.Outcomes, MaxLagS: gen.MaxLag.Seconds(), Host: judgeHost(hosts)}
 	if p := results[plan.Proxy.Name+"/"+RoleProxy].Proxy; p != nil {
 		out.Proxy = *p
 	}
+	markInconclusive(&out)
 	return out, nil
 }
 
@@ -347,22 +380,32 @@ func (o *orchestrator) start(ctx context.Context, role string, cfg any, common *
 		close(c.exited)
 	}()
 
-	ready := make(chan readyLine, 1)
+	ready := make(chan string, 1)
+	bad := make(chan error, 1)
 	go func() {
 		defer outR.Close()
-		br := bufio.NewReader(outR)
+		br := bufio.NewReader(io.LimitReader(outR, maxReadyLine))
 		line, err := br.ReadBytes('\n')
-		var r readyLine
-		if err == nil && json.Unmarshal(line, &r) == nil {
-			ready <- r
+		if err != nil && len(line) >= maxReadyLine {
+			bad <- fmt.Errorf("no ready line in the first %d bytes of its output", maxReadyLine)
 		}
-		io.Copy(io.Discard, br)
+		if err == nil {
+			var addr string
+			if addr, err = parseReady(role, line); err == nil {
+				ready <- addr
+			} else {
+				bad <- err
+			}
+		}
+		io.Copy(io.Discard, outR)
 	}()
 	timer := time.NewTimer(readyTimeout)
 	defer timer.Stop()
 	select {
-	case r := <-ready:
-		c.proc.Addr = r.Addr
+	case addr := <-ready:
+		c.proc.Addr = addr
+	case err := <-bad:
+		return nil, fmt.Errorf("%s: %w%s", role, err, c.stderr.suffix())
 	case <-c.exited:
 		return nil, fmt.Errorf("%s exited before it was ready: %v%s", role, c.err, c.stderr.suffix())
 	case <-timer.C:
@@ -370,16 +413,11 @@ func (o *orchestrator) start(ctx context.Context, role string, cfg any, common *
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if role != RoleLoadgen && !loopback(c.proc.Addr) {
-		return nil, fmt.Errorf("%s listens on %q, not on 127.0.0.1", role, c.proc.Addr)
-	}
 	if o.onStart != nil {
 		o.onStart(c.proc)
 	}
 	return c, nil
 }
-
-func loopback(addr string) bool { return strings.HasPrefix(addr, "127.0.0.1:") }
 
 // stop asks the role to stop: the line "stop", then the end of its stdin.
 func (c *child) stop() {

@@ -44,6 +44,8 @@ type service struct {
 	rng   *rand.Rand
 
 	inSystem atomic.Int64
+	// svc sums the service times drawn and as they took (see HostStats).
+	svc serviceClock
 }
 
 // stateKey carries a request's *reqState through httpx.Server.
@@ -140,9 +142,10 @@ func (s *service) work(w http.ResponseWriter, r *http.Request) {
 	if st, ok := r.Context().Value(stateKey{}).(*reqState); ok {
 		st.ran = true
 	}
-	start := time.Now()
-	if d := s.serviceTime(start); d > 0 {
+	if d := s.serviceTime(time.Now()); d > 0 {
+		began := time.Now()
 		time.Sleep(d) // a worker is held for the service time, whatever its caller does
+		s.svc.add(d, time.Since(began))
 	}
 	code := http.StatusOK
 	if s.cfg.Call != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/sim"
 )
@@ -209,9 +210,9 @@ func TestRolesInProcess(t *testing.T) {
 				ServiceTime: sim.Dist{Kind: "constant", Mean: 5 * time.Millisecond}, Queue: sim.QueueSpec{Discipline: "fifo"}}
 			br := startRole(t, RoleBackend, back, dir)
 			naive, _ := retry.Preset("naive")
-			naive.AttemptTimeout = time.Second
+			naive.AttemptTimeout = hostspeed.Scale(time.Second)
 			app := ServiceConfig{Common: common(RoleApp), Workers: 100, Defended: defended,
-				Call: &CallConfig{Upstream: br.addr, Policy: naive, Timeout: time.Second, PropagateDeadline: defended, OnFailure: "fail"}}
+				Call: &CallConfig{Upstream: br.addr, Policy: naive, Timeout: naive.AttemptTimeout, PropagateDeadline: defended, OnFailure: "fail"}}
 			ar := startRole(t, RoleApp, app, dir)
 			start := time.Now()
 			br.start(start)
@@ -232,6 +233,17 @@ func TestRolesInProcess(t *testing.T) {
 				tt := res.Service.Total
 				if tt.Arrived != n || tt.Completed != n || tt.Goodput != n || tt.InSystem != 0 {
 					t.Errorf("%s: totals %+v, want %d arrived and served", r.role, tt, n)
+				}
+				// Every role measures its scheduling; the backend times
+				// its n works of 5 ms, the app has no service time.
+				h := res.Host
+				if h == nil || h.TimerSamples == 0 {
+					t.Fatalf("%s: no timer figures in the result: %+v", r.role, h)
+				}
+				if wantWorks := map[string]int64{RoleBackend: n, RoleApp: 0}[r.role]; h.Works != wantWorks ||
+					h.ServiceNominal != time.Duration(wantWorks)*5*time.Millisecond || h.ServiceMeasured < h.ServiceNominal {
+					t.Errorf("%s: %d works, nominal %v, measured %v; want %d works of 5ms, measured ≥ nominal",
+						r.role, h.Works, h.ServiceNominal, h.ServiceMeasured, wantWorks)
 				}
 			}
 		})
@@ -269,12 +281,17 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := Output{Scenario: f.Base.Name}
-	for _, r := range f.Runs {
+	for i, r := range f.Runs {
 		s, err := sim.Run(t.Context(), Normalize(ScaleTime(r.Scenario, 0.3)), r.Name, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out.Add(RunResult{Result: s, Outcomes: Outcomes{Sent: 1, Succeeded: 1}}, s)
+		rr := RunResult{Result: s, Outcomes: Outcomes{Sent: 1, Succeeded: 1}, Host: Host{Reason: "host ok: timers 0.5 ms late at p99, service time 1.00× nominal"}}
+		if i == 1 { // the second run's host was starved
+			rr.Host = Host{Starved: true, Reason: "host starved: timers 38 ms late at p99, service time 2.10× nominal"}
+			markInconclusive(&rr)
+		}
+		out.Add(rr, s)
 	}
 	dir := t.TempDir()
 	if err := WriteReport(dir, out, nil); err != nil {
@@ -288,6 +305,12 @@ func TestWriteReport(t *testing.T) {
 	page, _ := os.ReadFile(filepath.Join(dir, "index.html"))
 	if !strings.Contains(string(page), "Simulation against the lab") || !strings.Contains(string(page), "</html>") {
 		t.Error("index.html lacks the comparison section")
+	}
+	for _, want := range []string{"The machine", "host ok: timers 0.5 ms late at p99", "host starved: timers 38 ms late at p99, service time 2.10× nominal",
+		"not compared: the lab&#39;s run was inconclusive"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("index.html lacks %q", want)
+		}
 	}
 }
 

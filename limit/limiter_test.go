@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/killswitch"
 )
 
@@ -403,7 +404,7 @@ func TestLimiterLockHeld(t *testing.T) {
 			}
 			select {
 			case <-done:
-			case <-time.After(10 * time.Second):
+			case <-time.After(hostspeed.Scale(10 * time.Second)):
 				t.Fatal("the release did not return once the update lock was free")
 			}
 			if got := len(alg.samples); got != tc.wantFeed {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/lab"
+	"github.com/stormguard/stormguard/report"
 	"github.com/stormguard/stormguard/sim"
 )
 
@@ -104,6 +105,10 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if name == "" {
 		name = filepath.Base(file.Path)
 	}
+	// Under `go run`, the end of the go command ends the lab (go run
+	// passes no signal on; see lab.WatchGoRun).
+	ctx, stopWatch := lab.WatchGoRun(ctx)
+	defer stopWatch()
 	start := time.Now()
 	out, err := labRuns(ctx, file.Runs, stderr)
 	if err != nil {
@@ -122,10 +127,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.json {
 		return json.NewEncoder(stdout).Encode(out)
 	}
-	var table bytes.Buffer
-	printTable(&table, sim.Output{Scenario: out.Scenario, Description: out.Description, Runs: out.Runs}, changes, time.Since(start))
-	// The lab's runs take wall-clock time, not the simulator's virtual time.
-	io.WriteString(stdout, strings.Replace(table.String(), " of virtual time ", " in real time on 127.0.0.1 ", 1))
+	printLabTable(stdout, out, changes, time.Since(start))
 	printLab(stdout, out)
 	if f.out != "" {
 		fmt.Fprintf(stdout, "Report: %s\n", filepath.Join(f.out, "index.html"))
@@ -144,20 +146,57 @@ func labRuns(ctx context.Context, runs []sim.RunSpec, stderr io.Writer) (lab.Out
 			Progress: func(frac float64) { bar.set(i, frac) }})
 		if err != nil {
 			if ctx.Err() != nil {
-				return out, fmt.Errorf("interrupted: %w", ctx.Err())
+				return out, interrupted(ctx)
 			}
 			return out, err
 		}
 		sr, err := sim.Run(ctx, lab.Normalize(r.Scenario), r.Name, nil)
 		if err != nil {
 			if ctx.Err() != nil {
-				return out, fmt.Errorf("interrupted: %w", ctx.Err())
+				return out, interrupted(ctx)
 			}
 			return out, fmt.Errorf("run %s: simulating: %w", r.Name, err)
 		}
 		out.Add(rr, sr)
 	}
 	return out, nil
+}
+
+// printLabTable prints the table of stormguard sim for the lab's runs,
+// in real time rather than virtual time, with advice drawn from the
+// conclusive runs only (an inconclusive run measured its machine).
+func printLabTable(w io.Writer, out lab.Output, changes map[string][]string, took time.Duration) {
+	var table bytes.Buffer
+	printTable(&table, sim.Output{Scenario: out.Scenario, Description: out.Description, Runs: out.Runs}, changes, took)
+	// The lab's runs take wall-clock time, not the simulator's virtual time.
+	text := strings.Replace(table.String(), " of virtual time ", " in real time on 127.0.0.1 ", 1)
+	var sums []report.Summary
+	var inconclusive []string
+	for _, r := range out.Runs {
+		if r.Verdict == lab.VerdictInconclusive {
+			inconclusive = append(inconclusive, r.Name)
+		} else {
+			sums = append(sums, report.Summarize(r))
+		}
+	}
+	if at := strings.LastIndex(text, "What to change: "); at >= 0 && len(inconclusive) > 0 {
+		advice := fmt.Sprintf("nothing from %s: inconclusive, the machine was starved (see below); run it again on a quieter machine.",
+			strings.Join(inconclusive, ", "))
+		if len(sums) > 0 {
+			advice = report.Advice(sums, changes) + " Not judged: " + advice
+		}
+		text = text[:at] + wrap("What to change: "+advice, "  ") + "\n"
+	}
+	io.WriteString(w, text)
+}
+
+// interrupted is the error of a lab stopped by ctx: "interrupted" (exit
+// status 130), with the reason when it was not a signal.
+func interrupted(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("interrupted: %v: %w", cause, ctx.Err())
+	}
+	return fmt.Errorf("interrupted: %w", ctx.Err())
 }
 
 // printLab prints what the lab adds to the table: the outcomes of every
@@ -171,6 +210,12 @@ func printLab(w io.Writer, out lab.Output) {
 			check = "DOES NOT ADD UP"
 		}
 		fmt.Fprintln(w, wrap(fmt.Sprintf("  %s: %s (%s); after the trigger goodput was %.0f%% of demand", o.Run, o.Outcomes, check, 100*o.After), "    "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, wrap(fmt.Sprintf("The machine (a run is inconclusive past timers %v late at p99, service time %.2f× nominal or a stall of %v):",
+		lab.StarvedTimerLate, lab.StarvedServiceRatio, lab.StarvedStall), "  "))
+	for _, o := range out.Outcomes {
+		fmt.Fprintln(w, wrap(fmt.Sprintf("  %s: %s; the load generator fell up to %.0f ms behind its schedule", o.Run, o.Host.Reason, 1000*o.MaxLagS), "    "))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Simulation against the lab (goodput in 1 s windows):")

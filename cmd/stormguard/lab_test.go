@@ -8,16 +8,31 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stormguard/stormguard/lab"
+	"github.com/stormguard/stormguard/sim"
 )
 
-// useLabBinary builds this command into the test's temporary directory
-// and makes the lab start its roles with it (the test binary itself is not
+// labTempDir is a temporary directory removed when the test ends, made
+// by lab.MkdirTemp: if the test binary is killed first (by -test.timeout),
+// the next lab run removes it.
+func labTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := lab.MkdirTemp("cmdtest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// useLabBinary builds this command into a temporary directory and makes
+// the lab start its roles with it (the test binary itself is not
 // stormguard).
 func useLabBinary(t *testing.T) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "stormguard")
+	bin := filepath.Join(labTempDir(t), "stormguard")
 	gotool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(gotool); err != nil {
 		gotool = "go"
@@ -85,7 +100,7 @@ triggers:
 // one outcome, and the report has the sim report's files and the lab's.
 func TestLabQuickRun(t *testing.T) {
 	useLabBinary(t)
-	dir := t.TempDir()
+	dir := labTempDir(t)
 	file := filepath.Join(dir, "quick.yaml")
 	if err := os.WriteFile(file, []byte(quickLab), 0o644); err != nil {
 		t.Fatal(err)
@@ -127,5 +142,45 @@ func TestLabQuickRun(t *testing.T) {
 		if p.Addr != "" && !strings.HasPrefix(p.Addr, "127.0.0.1:") {
 			t.Errorf("%s listened on %s", p.Role, p.Addr)
 		}
+	}
+}
+
+// TestLabInconclusiveOutput: a run on a starved host shows as
+// inconclusive, with the figures, in the table, the machine's lines and
+// the comparison, and its verdict is not compared with the simulator's.
+func TestLabInconclusiveOutput(t *testing.T) {
+	rec := 0.0
+	reason := "host starved: timers 38 ms late at p99, service time 2.10× nominal"
+	starved := lab.RunResult{Result: sim.Result{Name: "stormguard", Verdict: "metastable", Why: "goodput was still below 90% of demand at the end",
+		BinS: 1, DurationS: 2, Clients: []sim.ClientSeries{{Name: "users", Bins: make([]sim.ClientBin, 2)}}},
+		Host: lab.Host{Starved: true, Reason: reason}}
+	// What RunScenario does to a starved run.
+	starved.Host.MeasuredVerdict, starved.Result.Verdict = "metastable", lab.VerdictInconclusive
+	starved.Result.Why = "inconclusive (" + reason + "); the lab measured metastable: goodput was still below 90% of demand at the end"
+	ok := lab.RunResult{Result: sim.Result{Name: "naive", Verdict: "stable", RecoveryS: &rec, BinS: 1, DurationS: 2,
+		Clients: []sim.ClientSeries{{Name: "users", Bins: make([]sim.ClientBin, 2)}}},
+		Host: lab.Host{Reason: "host ok: timers 0.8 ms late at p99, service time 1.00× nominal"}}
+	var out lab.Output
+	out.Add(ok, sim.Result{Name: "naive", Verdict: "stable", RecoveryS: &rec})
+	out.Add(starved, sim.Result{Name: "stormguard", Verdict: "recovered", RecoveryS: &rec})
+	var b strings.Builder
+	printLabTable(&b, out, nil, time.Second)
+	printLab(&b, out)
+	// The text wraps at 100 columns: compare with the line breaks undone.
+	text := strings.Join(strings.Fields(b.String()), " ")
+	for _, want := range []string{
+		"stormguard inconclusive",
+		"stormguard: inconclusive (host starved: timers 38 ms late at p99, service time 2.10× nominal); the lab measured metastable",
+		"stormguard: host starved: timers 38 ms late at p99, service time 2.10× nominal;",
+		"naive: host ok: timers 0.8 ms late at p99, service time 1.00× nominal;",
+		"stormguard: lab inconclusive (host starved: timers 38 ms late at p99, service time 2.10× nominal), sim recovered; not compared",
+		"Not judged: nothing from stormguard: inconclusive, the machine was starved",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the output lacks %q:\n%s", want, b.String())
+		}
+	}
+	if c := out.Comparisons[1]; c.Within || !c.Inconclusive {
+		t.Errorf("comparison of the starved run: within %v, inconclusive %v", c.Within, c.Inconclusive)
 	}
 }
