@@ -112,7 +112,7 @@ func (g *Gate) Admit(ctx context.Context, now time.Time, r Request) (t Ticket, d
 		g.c.retries.Add(1)
 	}
 	if g.dials != nil {
-		if ppm := g.dials.ShedPPM(); ppm > 0 && rand.Uint32N(1_000_000) < ppm {
+		if g.dials.ShedPPM() > 0 && g.dials.Shed(rand.Uint32N(1_000_000)) {
 			return Ticket{}, g.refuse(ShedKillSwitch)
 		}
 	}

@@ -34,6 +34,12 @@ func (d *Dials) ShedFraction() float64 { return float64(d.shedPPM.Load()) / 1e6 
 // hot path compares it with a random number without floating point.
 func (d *Dials) ShedPPM() uint32 { return d.shedPPM.Load() }
 
+// Shed reports whether a request whose uniform draw is r, in
+// [0, 1,000,000), is to be shed: r < ShedPPM. The HTTP and gRPC servers
+// draw r from math/rand/v2, the simulator from its seeded stream; both
+// decide by this rule.
+func (d *Dials) Shed(r uint32) bool { return r < d.shedPPM.Load() }
+
 // SetShedFraction sets the fraction of traffic to shed; f must lie in [0, 1].
 func (d *Dials) SetShedFraction(f float64) error {
 	if !(f >= 0 && f <= 1) {

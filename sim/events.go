@@ -60,7 +60,17 @@ func (w *world) Handle(e *engine.Engine, ev engine.Event) {
 			w.onRelease(int32(ev.A))
 		}
 	case evRestart:
-		w.onRestart(int32(ev.Target), int32(ev.A))
+		w.onRestart(int32(ev.Target), int32(ev.A), uint32(ev.B))
+	case evAction:
+		w.onAction(int(ev.Target))
+		a := &w.sc.Actions[ev.Target]
+		w.actions = append(w.actions, ActionMark{T: w.now().Seconds(), Kind: a.Kind, Label: a.label()})
+	case evAutoscale:
+		w.onAutoscale(int32(ev.Target))
+	case evReady:
+		w.onReady(int32(ev.Target), int32(ev.A), uint32(ev.B))
+	case evBoot:
+		w.onBoot(int32(ev.Target), int32(ev.A), uint32(ev.B))
 	case evCacheHit:
 		if r := &w.reqs[ev.A]; r.live && r.gen == uint32(ev.B) {
 			w.finishRequest(int32(ev.A), true, nil)
@@ -152,12 +162,12 @@ func (w *world) newUserRequest(ci, u int32) {
 	if e.deadline > 0 {
 		deadline = now.Add(e.deadline)
 	}
-	w.newRequest(c.edge, proc, noID, 0, u, deadline)
+	w.newRequest(c.edge, proc, noID, 0, u, deadline, noID)
 }
 
 // --- requests and attempts (caller side) ----------------------------------
 
-func (w *world) newRequest(ei, proc, parent int32, parentGen uint32, user int32, deadline engine.Time) int32 {
+func (w *world) newRequest(ei, proc, parent int32, parentGen uint32, user int32, deadline engine.Time, boot int32) int32 {
 	var id int32
 	if n := len(w.freeReq); n > 0 {
 		id = w.freeReq[n-1]
@@ -169,7 +179,7 @@ func (w *world) newRequest(ei, proc, parent int32, parentGen uint32, user int32,
 	now := w.now()
 	r := &w.reqs[id]
 	gen := r.gen + 1
-	*r = request{edge: ei, proc: proc, parent: parent, parentGen: parentGen, user: user, cur: noID, key: noID,
+	*r = request{edge: ei, proc: proc, parent: parent, parentGen: parentGen, user: user, cur: noID, key: noID, boot: boot,
 		gen: gen, arrival: now, deadline: deadline, live: true}
 	if c := w.edges[ei].cache; c != nil {
 		// Look-aside: the cache first; only a miss reaches the service.
@@ -247,6 +257,13 @@ func (w *world) transmit(ai int32, e *edge, reply bool, code int) {
 		ev = engine.Event{Kind: evReply, A: int64(ai), B: int64(a.gen)<<8 | int64(code)}
 	} else {
 		w.reqs[a.req].sent = true
+	}
+	if e.paused && !reply {
+		// A runbook paused the edge: refused before it reaches the service.
+		v.stats.total.Lost++
+		w.eng.After(0, engine.Event{Kind: evReply, A: int64(ai), B: int64(a.gen)<<8 | codeRefused})
+		a.srvDone = true
+		return
 	}
 	if v.outages > 0 {
 		if !v.dropMode {
@@ -354,7 +371,7 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 	now := w.now()
 	attempts := int32(r.call.Attempt())
 	degraded := r.degraded
-	parent, parentGen, user := r.parent, r.parentGen, r.user
+	parent, parentGen, user, boot := r.parent, r.parentGen, r.user, r.boot
 	if ok && r.key != noID {
 		// A miss that succeeded in time fills the cache.
 		w.services[e.target].cache.store(r.key, now)
@@ -386,6 +403,10 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 				w.eng.At(t, engine.Event{Kind: evThink, Target: uint32(e.client), A: int64(user)})
 			}
 		}
+		return
+	}
+	if boot != noID {
+		w.bootDone(e.from, boot, parentGen, ok)
 		return
 	}
 	// A service's downstream call: resume the attempt it serves, unless
@@ -512,7 +533,7 @@ func (w *world) onBin() {
 			if r.limiter != nil {
 				lim += r.limiter.Limit()
 			}
-			if !r.down {
+			if !r.down && !r.draining {
 				up++
 			}
 		}

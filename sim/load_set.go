@@ -167,6 +167,18 @@ func step(t reflect.Type, part string) (reflect.Type, error) {
 		var have []string
 		for i := range t.NumField() {
 			f := t.Field(i)
+			if isInline(f) {
+				// An inlined struct's fields are the parent's.
+				if ft, err := step(f.Type, part); err == nil {
+					return ft, nil
+				}
+				for j := range f.Type.NumField() {
+					if n := yamlName(f.Type.Field(j)); n != "" {
+						have = append(have, n)
+					}
+				}
+				continue
+			}
 			name := yamlName(f)
 			if name == "" {
 				continue
@@ -184,6 +196,12 @@ func step(t reflect.Type, part string) (reflect.Type, error) {
 		return t.Elem(), nil
 	}
 	return nil, fmt.Errorf("%q is inside a %s, which has no fields", part, t)
+}
+
+// isInline reports whether yaml.v3 inlines the struct field f.
+func isInline(f reflect.StructField) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return f.Type.Kind() == reflect.Struct && strings.Contains(","+opts+",", ",inline,")
 }
 
 // yamlName is the key yaml.v3 uses for a struct field, or "" if none.

@@ -17,7 +17,13 @@ type replica struct {
 	limiter *limit.Limiter
 	busy    int // workers held: attempts in service and overhead jobs
 	inSvc   int // attempts in service: working, waiting on calls, or hung
+	working int // workers doing local work or failure work (worker laws)
 	down    bool
+	// scaling: a replica scaled down drains, then is retired; a new one
+	// boots (down) until its delay has passed and its start-up calls are
+	// done.
+	draining, retired, booting, delayed bool
+	bootLeft                            int
 	upAt    engine.Time // when it last came up (for a cold start)
 	epoch   uint32      // counts crashes; events of an older epoch are stale
 	// expiryAt is when an evExpire is scheduled; 0: none.
@@ -40,7 +46,7 @@ func (v *service) newReplica() (replica, error) {
 		if err != nil {
 			return replica{}, fmt.Errorf("limiter: %w", err)
 		}
-		r.limiter = limit.NewLimiter(alg)
+		r.limiter = limit.NewLimiter(alg, limit.WithDials(v.dials))
 	}
 	return r, nil
 }
@@ -50,7 +56,7 @@ func (v *service) newReplica() (replica, error) {
 func (v *service) pickReplica() int32 {
 	n := int32(len(v.reps))
 	if n == 1 {
-		if v.reps[0].down {
+		if v.reps[0].down || v.reps[0].draining {
 			return noID
 		}
 		return 0
@@ -59,7 +65,7 @@ func (v *service) pickReplica() int32 {
 	for i := range n {
 		ri := (v.rr + i) % n
 		r := &v.reps[ri]
-		if r.down {
+		if r.down || r.draining {
 			continue
 		}
 		if !v.leastOutstanding {
@@ -79,7 +85,7 @@ func (v *service) pickReplica() int32 {
 // speed is a replica's speed factor now, apart from its thrashing curve:
 // capacity triggers and a cold start.
 func (w *world) speed(v *service, r *replica) float64 {
-	f := v.capacity
+	f := v.capacity * v.opSpeed
 	if c := v.spec.Crash; c != nil && c.Cold != nil && r.upAt > 0 {
 		if since := w.now() - r.upAt; since < engine.Time(c.Cold.Duration) {
 			f *= c.Cold.Speed + (1-c.Cold.Speed)*float64(since)/float64(c.Cold.Duration)
@@ -123,8 +129,10 @@ func (w *world) startOverhead(v *service, ri int32) bool {
 		return false
 	}
 	d := time.Duration(float64(r.debt) / w.speed(v, r))
+	w.integrate(v)
 	r.debt = 0
 	r.busy++
+	r.working++
 	w.eng.After(d, engine.Event{Kind: evOverheadDone, Target: uint32(v.idx), A: int64(ri), B: int64(r.epoch)})
 	return true
 }
@@ -135,7 +143,9 @@ func (w *world) onOverheadDone(si, ri int32, epoch uint32) {
 	if r.epoch != epoch {
 		return // the replica crashed meanwhile
 	}
+	w.integrate(v)
 	r.busy--
+	r.working--
 	w.startNext(v, ri)
 }
 
@@ -151,6 +161,7 @@ func (w *world) maybeCrash(v *service, ri int32) {
 // crash loses the replica's queue and the attempts in service: their
 // callers see the connection reset. It restarts Restart later.
 func (w *world) crash(v *service, ri int32) {
+	w.integrate(v)
 	r := &v.reps[ri]
 	now := w.now()
 	b := w.binOf(int64(now))
@@ -177,8 +188,8 @@ func (w *world) crash(v *service, ri int32) {
 		w.eng.Cancel(r.ps.next)
 	}
 	r.ps = psState{}
-	r.busy, r.inSvc, r.debt, r.expiryAt = 0, 0, 0, 0
-	w.eng.After(v.spec.Crash.Restart, engine.Event{Kind: evRestart, Target: uint32(v.idx), A: int64(ri)})
+	r.busy, r.inSvc, r.working, r.debt, r.expiryAt = 0, 0, 0, 0, 0
+	w.eng.After(v.spec.Crash.Restart, engine.Event{Kind: evRestart, Target: uint32(v.idx), A: int64(ri), B: int64(r.epoch)})
 }
 
 // lostInCrash ends an attempt that a crash lost: it never completes, and
@@ -194,8 +205,12 @@ func (w *world) lostInCrash(ai int32, v *service, b int) {
 	w.reply(ai, v, codeRefused)
 }
 
-func (w *world) onRestart(si, ri int32) {
+func (w *world) onRestart(si, ri int32, epoch uint32) {
 	v := &w.services[si]
+	if old := &v.reps[ri]; old.epoch != epoch || old.retired {
+		return // scaled away while it was down
+	}
+	w.integrate(v)
 	r, err := v.newReplica()
 	if err != nil {
 		panic("sim: a replica that started once cannot restart: " + err.Error())
@@ -270,6 +285,7 @@ func (w *world) psReschedule(v *service, ri int32) {
 
 // psStart puts attempt ai in service with work s.
 func (w *world) psStart(v *service, ri, ai int32, s time.Duration) {
+	w.integrate(v)
 	w.psAdvance(v, ri)
 	r := &v.reps[ri]
 	r.ps.push(psJob{finish: r.ps.v + float64(s), att: ai, gen: w.atts[ai].gen})
@@ -281,6 +297,7 @@ func (w *world) onPSDone(si, ri int32) {
 	v := &w.services[si]
 	r := &v.reps[ri]
 	r.ps.next = engine.Handle{}
+	w.integrate(v)
 	w.psAdvance(v, ri)
 	// Take every job due now off first, then let each go on: going on can
 	// start new jobs.

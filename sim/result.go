@@ -24,6 +24,8 @@ type Result struct {
 	DurationS float64 `json:"duration_s"`
 	// TriggerS lists [start, end] of every trigger, in seconds.
 	TriggerS [][2]float64 `json:"trigger_s"`
+	// Actions lists the runbook's steps as they happened.
+	Actions []ActionMark `json:"actions,omitempty"`
 	Events   uint64       `json:"events"`
 
 	Clients  []ClientSeries  `json:"clients"`

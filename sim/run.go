@@ -58,6 +58,7 @@ func (w *world) startEvents() {
 		w.eng.At(engine.Time(t.At), engine.Event{Kind: evTriggerOn, Target: uint32(i)})
 		w.eng.At(engine.Time(t.At+t.Duration), engine.Event{Kind: evTriggerOff, Target: uint32(i)})
 	}
+	w.startRunbook()
 	for i := range w.clients {
 		c := &w.clients[i]
 		a := c.spec.Arrivals

@@ -29,7 +29,9 @@ type Scenario struct {
 	Clients  []Client  `yaml:"clients" json:"clients"`
 	Services []Service `yaml:"services" json:"services"`
 	Triggers []Trigger `yaml:"triggers,omitempty" json:"triggers,omitempty"`
-	Verdict  Verdict   `yaml:"verdict,omitempty" json:"verdict"`
+	// Actions: an operator's runbook, steps at given times (see Action).
+	Actions []Action `yaml:"actions,omitempty" json:"actions,omitempty"`
+	Verdict Verdict  `yaml:"verdict,omitempty" json:"verdict"`
 }
 
 // Client is a population of callers: open-loop arrivals or closed-loop
@@ -153,6 +155,8 @@ type Service struct {
 	Crash *Crash `yaml:"crash,omitempty" json:"crash,omitempty"`
 	// Cache: a look-aside cache in front of the service.
 	Cache *Cache `yaml:"cache,omitempty" json:"cache,omitempty"`
+	// Autoscale scales its replicas from a metric (see Autoscale).
+	Autoscale *Autoscale `yaml:"autoscale,omitempty" json:"autoscale,omitempty"`
 }
 
 // QueueSpec configures a service's admission queue.
@@ -341,6 +345,22 @@ func (s Scenario) withDefaults() Scenario {
 			c.Zipf = &one
 			v.Cache = &c
 		}
+		if a := v.Autoscale; a != nil && a.Startup != nil {
+			st := *a.Startup
+			if st.Timeout == 0 {
+				st.Timeout = DefaultTimeout
+			}
+			if st.RetryAfter == 0 {
+				st.RetryAfter = time.Second
+			}
+			if st.Policy.Preset == "" && st.Policy.Policy == (retry.Policy{}) {
+				st.Policy.Preset = "naive"
+				st.Policy.Policy, _ = retry.Preset("naive")
+			}
+			as := *a
+			as.Startup = &st
+			v.Autoscale = &as
+		}
 		v.Calls = append([]Call(nil), v.Calls...)
 		for j := range v.Calls {
 			if v.Calls[j].Timeout == 0 {
@@ -463,6 +483,7 @@ func (s Scenario) Validate() error {
 	if err := checkAcyclic(s.Services, services); err != nil {
 		f.wrap(err, "services")
 	}
+	s.validateRunbook(&f, services)
 	for i, t := range s.Triggers {
 		at := fmt.Sprintf("triggers.%d", i)
 		switch t.Kind {
@@ -543,8 +564,15 @@ func checkAcyclic(vs []Service, idx map[string]int) error {
 			return nil
 		}
 		state[i] = 1
+		callees := make([]string, 0, len(vs[i].Calls)+1)
 		for _, c := range vs[i].Calls {
-			if j, ok := idx[c.Service]; ok {
+			callees = append(callees, c.Service)
+		}
+		if a := vs[i].Autoscale; a != nil && a.Startup != nil {
+			callees = append(callees, a.Startup.Service)
+		}
+		for _, c := range callees {
+			if j, ok := idx[c]; ok {
 				if err := visit(j); err != nil {
 					return err
 				}

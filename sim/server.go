@@ -62,6 +62,11 @@ func (w *world) deliver(ai int32) {
 	a.rep = ri
 	w.arrived(a, v, b)
 	r := &v.reps[ri]
+	if v.dials.ShedPPM() > 0 && v.dials.Shed(uint32(v.rng.Float64()*1e6)) {
+		// The kill switch sheds a fraction first, as the production gate does.
+		w.reject(ai, v, v.spec.FailureCost.Refuse)
+		return
+	}
 	if v.expire && a.deadline != 0 && now.Add(v.minRemain) >= a.deadline {
 		w.expired(ai, v)
 		return
@@ -75,6 +80,7 @@ func (w *world) deliver(ai int32) {
 		a.permit, a.hasPermit = p, true
 	}
 	if r.busy < v.workers && v.paused == 0 && r.queue.Len() == 0 && r.debt == 0 {
+		v.meter.started++
 		w.start(ai, v, ri)
 		return
 	}
@@ -97,6 +103,7 @@ func (w *world) deliver(ai int32) {
 func (w *world) arrived(a *attempt, v *service, b int) {
 	a.arrived = true
 	v.stats.total.Arrived++
+	v.meter.arrived++
 	if a.number > 1 {
 		v.stats.retries[b]++
 	} else {
@@ -173,6 +180,7 @@ func (w *world) anyEdgeInto(svc int32) int32 {
 func (w *world) start(ai int32, v *service, ri int32) {
 	r := &v.reps[ri]
 	a := &w.atts[ai]
+	w.integrate(v)
 	r.busy++
 	if v.ps && v.psByN {
 		w.psAdvance(v, ri)
@@ -197,6 +205,7 @@ func (w *world) start(ai int32, v *service, ri int32) {
 		w.psStart(v, ri, ai, st)
 		return
 	}
+	r.working++
 	if f := w.speed(v, r) * v.spec.Law.speed(r.inSvc); f != 1 {
 		st = time.Duration(float64(st) / f)
 	}
@@ -243,6 +252,7 @@ func (w *world) onRelease(ai int32) {
 func (w *world) leaveService(ai int32, v *service) {
 	a := &w.atts[ai]
 	r := &v.reps[a.rep]
+	w.integrate(v)
 	if v.ps && v.psByN {
 		w.psAdvance(v, a.rep)
 	}
@@ -265,6 +275,10 @@ func (w *world) workDone(ai int32) {
 	if !a.inSvc {
 		return // lost in a crash meanwhile
 	}
+	if !v.ps {
+		w.integrate(v)
+		v.reps[a.rep].working--
+	}
 	w.nextCall(ai, v)
 }
 
@@ -284,7 +298,7 @@ func (w *world) nextCall(ai int32, v *service) {
 	if w.edges[ei].propagate {
 		deadline = a.deadline
 	}
-	w.newRequest(ei, 0, ai, a.gen, noID, deadline)
+	w.newRequest(ei, 0, ai, a.gen, noID, deadline, noID)
 }
 
 // callDone: a downstream call of attempt ai ended.
@@ -370,13 +384,20 @@ func (w *world) startNext(v *service, ri int32) {
 		}
 		it, why, ok := r.queue.PopAt(now)
 		if !ok {
-			return
+			break
 		}
 		if why != shed.None {
 			w.leaveQueue(it.Payload, why, v, v.spec.FailureCost.Shed)
 			continue
 		}
+		if v.meter.on {
+			v.meter.waits += float64(now.Sub(it.Enqueued))
+			v.meter.started++
+		}
 		w.start(it.Payload, v, ri)
+	}
+	if r.draining {
+		w.maybeRetire(v, ri)
 	}
 }
 

@@ -116,6 +116,7 @@ func (w *world) result(name string) Result {
 	if r.TriggerS == nil {
 		r.TriggerS = [][2]float64{}
 	}
+	r.Actions = w.actions
 	for i := range w.clients {
 		c := &w.clients[i]
 		s := ClientSeries{Name: c.spec.Name, Bins: make([]ClientBin, w.nbins), Total: c.stats.total}

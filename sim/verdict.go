@@ -53,7 +53,8 @@ const (
 //     stretch, after its last unhealthy bin). recovery_s is that time minus
 //     the end of the last trigger when the collapse began before that end
 //     or within a bin of it, and minus the collapse's start when it began
-//     later (a collapse under a load episode, with no trigger active).
+//     later (a collapse under a load episode, with no trigger active) or
+//     came back while the trigger was still active (a runbook's doing).
 func judge(r *Result, sc Scenario) {
 	r.CollapseS = nil
 	n := int(math.Round(r.DurationS / r.BinS))
@@ -169,10 +170,16 @@ func judge(r *Result, sc Scenario) {
 	}
 	recAt := float64(rec) * r.BinS
 	var recS float64
-	if !late {
+	switch {
+	case !late && recAt >= trigEnd:
 		recS = math.Max(0, recAt-trigEnd)
 		r.Why = fmt.Sprintf("collapsed at %.0f s (%s); requests succeeded ≥ %.0f%% again from %.0f s, %.1f s after the trigger ended", onsetS, cause, pct, recAt, recS)
-	} else {
+	case !late:
+		// Back before the trigger was over (a runbook, say): how long
+		// the collapse lasted.
+		recS = recAt - onsetS
+		r.Why = fmt.Sprintf("collapsed at %.0f s (%s); requests succeeded ≥ %.0f%% again from %.0f s, %.1f s after the collapse began and while the trigger was still active", onsetS, cause, pct, recAt, recS)
+	default:
 		recS = recAt - onsetS
 		r.Why = fmt.Sprintf("collapsed at %.0f s (%s); requests succeeded ≥ %.0f%% again from %.0f s, %.1f s after the collapse began", onsetS, cause, pct, recAt, recS)
 	}

@@ -5,7 +5,9 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/stormguard/stormguard/autoscale"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/shed"
@@ -33,6 +35,10 @@ const (
 	evRelease                         // A: attempt, B: gen; a hung attempt lets its worker go
 	evRestart                         // Target: service, A: replica; a crashed replica serves again
 	evCacheHit                        // A: request, B: gen; a cache hit's answer reaches the caller
+	evAction                          // Target: action; an operator's runbook step
+	evAutoscale                       // Target: service; its autoscaler evaluates
+	evReady                           // Target: service, A: replica, B: epoch; a new replica's up delay has passed
+	evBoot                            // Target: service, A: replica, B: epoch; a new replica makes its next start-up call
 )
 
 // Reply codes carried by evReply.
@@ -59,6 +65,7 @@ type request struct {
 	user      int32  // closed-loop user; noID otherwise
 	cur       int32  // current attempt; noID between attempts
 	key       int32  // cache key of a keyed cache miss, filled on success; noID otherwise
+	boot      int32  // replica whose start-up call this is; noID otherwise
 	gen       uint32
 	arrival   engine.Time
 	deadline  engine.Time // 0: none
@@ -111,10 +118,12 @@ type edge struct {
 	rng       engine.Rand
 	cache     *cache        // the target's look-aside cache, if any
 	noticeTO  time.Duration // failure work a timeout costs the calling service
+	paused    bool          // a runbook paused it: attempts are refused at once
 }
 
 type client struct {
 	spec     Client
+	dials    *killswitch.Dials // shared by its processes' retriers
 	edge     int32
 	rng      engine.Rand
 	nextProc int32
@@ -151,6 +160,12 @@ type service struct {
 	leastOutstanding bool
 	crashAt          int // queue length past which a replica crashes
 	cache            *cache
+	dials            *killswitch.Dials // its limiters', its calls' retriers' and its shedding's
+	opSpeed          float64           // a runbook's capacity factor [1]
+	scaler           *autoscale.Autoscaler
+	scaleDelay       time.Duration // how long a new replica takes to serve
+	bootEdge         int32         // the start-up calls' edge; noID without
+	meter            meter         // what the autoscaler reads, since its last evaluation
 	tickStart        engine.Time
 	tickCount        int
 	stats            serviceStats
@@ -171,6 +186,9 @@ type world struct {
 	nbins    int
 	end      engine.Time
 	triggerS [][2]float64
+	svcIdx   map[string]int32
+	cliIdx   map[string]int32
+	actions  []ActionMark
 }
 
 // streamID derives a random stream's id from stable names, never from
@@ -217,12 +235,20 @@ func newWorld(sc Scenario) (*world, error) {
 	w := &world{sc: sc, bin: sc.Bin, end: engine.Time(sc.Duration)}
 	w.nbins = int((sc.Duration + sc.Bin - 1) / sc.Bin)
 	svcIdx := map[string]int32{}
+	w.svcIdx = svcIdx
+	w.cliIdx = map[string]int32{}
+	for i, c := range sc.Clients {
+		w.cliIdx[c.Name] = int32(i)
+	}
 	w.services = make([]service, len(sc.Services))
 	for i, spec := range sc.Services {
 		svcIdx[spec.Name] = int32(i)
 		v := &w.services[i]
 		v.spec = spec
 		v.idx = i
+		v.dials = new(killswitch.Dials)
+		v.opSpeed = 1
+		v.bootEdge = noID
 		v.workers = spec.Workers
 		v.capacity = 1
 		v.errRate = spec.ErrorRate
@@ -254,16 +280,34 @@ func newWorld(sc Scenario) (*world, error) {
 			}
 			v.reps[j] = r
 		}
+		if a := spec.Autoscale; a != nil {
+			sc, err := autoscale.New(a.Policy)
+			if err != nil {
+				return nil, fmt.Errorf("service %s: autoscale: %w", spec.Name, err)
+			}
+			v.scaler = sc
+			v.scaleDelay = a.UpDelay
+			v.meter.on = true
+		}
 		v.stats.init(w.nbins)
 	}
 	for i, spec := range sc.Services {
 		for j, c := range spec.Calls {
 			e, err := w.newEdge(fmt.Sprintf("%s→%s#%d", spec.Name, c.Service, j), noID, int32(i), svcIdx[c.Service],
-				c.Policy.Policy, 1, c.Timeout, 0, c.PropagateDeadline, c.Network.Latency)
+				c.Policy.Policy, 1, c.Timeout, 0, c.PropagateDeadline, c.Network.Latency, w.services[i].dials)
 			if err != nil {
 				return nil, fmt.Errorf("service %s: calls[%d]: %w", spec.Name, j, err)
 			}
 			w.services[i].calls = append(w.services[i].calls, e)
+		}
+		if a := spec.Autoscale; a != nil && a.Startup != nil {
+			st := a.Startup
+			e, err := w.newEdge(fmt.Sprintf("%s→%s#startup", spec.Name, st.Service), noID, int32(i), svcIdx[st.Service],
+				st.Policy.Policy, 1, st.Timeout, 0, false, Dist{}, w.services[i].dials)
+			if err != nil {
+				return nil, fmt.Errorf("service %s: autoscale.startup: %w", spec.Name, err)
+			}
+			w.services[i].bootEdge = e
 		}
 	}
 	w.clients = make([]client, len(sc.Clients))
@@ -271,6 +315,7 @@ func newWorld(sc Scenario) (*world, error) {
 		c := &w.clients[i]
 		c.spec = spec
 		c.load = 1
+		c.dials = new(killswitch.Dials)
 		c.rng = engine.Stream(sc.Seed, streamID("client", spec.Name, "arrivals"))
 		var shared []budget.Budget
 		if spec.Fleet != nil {
@@ -280,7 +325,7 @@ func newWorld(sc Scenario) (*world, error) {
 			}
 		}
 		e, err := w.newEdge(spec.Name, int32(i), noID, svcIdx[spec.Target], spec.Policy.Policy, spec.Processes,
-			spec.Timeout, spec.Deadline, spec.PropagateDeadline, spec.Network.Latency, shared...)
+			spec.Timeout, spec.Deadline, spec.PropagateDeadline, spec.Network.Latency, c.dials, shared...)
 		if err != nil {
 			return nil, fmt.Errorf("client %s: %w", spec.Name, err)
 		}
@@ -293,12 +338,13 @@ func newWorld(sc Scenario) (*world, error) {
 	return w, nil
 }
 
-// newEdge builds an edge; budgets, if given, are the processes' budgets
-// (a fleet's leases) instead of one built from the policy each.
-func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, procs int, timeout, deadline time.Duration, propagate bool, lat Dist, budgets ...budget.Budget) (int32, error) {
+// newEdge builds an edge whose retriers read dials; budgets, if given, are
+// the processes' budgets (a fleet's leases) instead of one built from the
+// policy each.
+func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, procs int, timeout, deadline time.Duration, propagate bool, lat Dist, dials *killswitch.Dials, budgets ...budget.Budget) (int32, error) {
 	e := edge{name: name, client: cl, from: from, target: target, timeout: timeout, deadline: deadline, propagate: propagate, latency: lat}
 	for i := range procs {
-		var opts []retry.Option
+		opts := []retry.Option{retry.WithDials(dials)}
 		if i < len(budgets) {
 			opts = append(opts, retry.WithBudget(budgets[i]))
 		}
