@@ -24,8 +24,8 @@ type replica struct {
 	// done.
 	draining, retired, booting, delayed bool
 	bootLeft                            int
-	upAt    engine.Time // when it last came up (for a cold start)
-	epoch   uint32      // counts crashes; events of an older epoch are stale
+	upAt                                engine.Time // when it last came up (for a cold start)
+	epoch                               uint32      // counts crashes; events of an older epoch are stale
 	// expiryAt is when an evExpire is scheduled; 0: none.
 	expiryAt engine.Time
 	// debt is failure work not yet started by a worker (worker laws).

@@ -26,7 +26,7 @@ type Result struct {
 	TriggerS [][2]float64 `json:"trigger_s"`
 	// Actions lists the runbook's steps as they happened.
 	Actions []ActionMark `json:"actions,omitempty"`
-	Events   uint64       `json:"events"`
+	Events  uint64       `json:"events"`
 
 	Clients  []ClientSeries  `json:"clients"`
 	Services []ServiceSeries `json:"services"`

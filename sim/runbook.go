@@ -94,8 +94,8 @@ type Autoscale struct {
 type Startup struct {
 	Service    string        `yaml:"service" json:"service"`
 	Calls      int           `yaml:"calls" json:"calls"`
-	Timeout    time.Duration `yaml:"timeout,omitempty" json:"timeout_ns"`       // [1s]
-	Policy     PolicySpec    `yaml:"policy,omitempty" json:"policy"`             // [naive]
+	Timeout    time.Duration `yaml:"timeout,omitempty" json:"timeout_ns"`         // [1s]
+	Policy     PolicySpec    `yaml:"policy,omitempty" json:"policy"`              // [naive]
 	RetryAfter time.Duration `yaml:"retry_after,omitempty" json:"retry_after_ns"` // [1s]
 }
 

@@ -294,4 +294,3 @@ func (w *world) onAction(i int) {
 		}
 	}
 }
-
