@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -122,7 +123,9 @@ func timerFactor() float64 {
 	return float64(time.Since(start)) / float64(n*d*3/2)
 }
 
-var sinkV uint64
+// sinkV keeps the spin loops' results alive; atomic, as every loop stores
+// to it at once.
+var sinkV atomic.Uint64
 
 //go:noinline
-func sink(x uint64) { sinkV = x }
+func sink(x uint64) { sinkV.Store(x) }
