@@ -75,8 +75,8 @@ type Cost struct {
 // pending request's request and attempt slots, its events and its queue
 // entry, with the slack of the growing slices).
 const (
-	bytesPerRequest = 1024 // one hop of a request in flight
-	bytesPerProcess = 512  // a client process's retrier and budget
+	bytesPerRequest = 1280 // one hop of a request in flight
+	bytesPerProcess = 640  // a client process's retrier and budget
 	bytesPerEvent   = 48   // an event in the heap or a held message
 	eventsPerHop    = 3    // delivery, end of the work, reply
 	// scheduleReadsPerEvent: steps of a schedule scan that cost one event.
@@ -117,8 +117,9 @@ func Estimate(s Scenario) Cost {
 	c.Series = nbins * perBin
 	binsWhy := fmt.Sprintf("duration %s / bin %s = %s bins × %d series", dur2s(s.Duration), dur2s(s.Bin), num(nbins), len(s.Clients)+len(s.Services))
 	events := []term{{nbins, binsWhy}, {2 * float64(len(s.Triggers)), "triggers"}}
-	// While the run goes on it keeps counts of the size of its Result.
-	memory := []term{{2 * c.Series, binsWhy}}
+	// While the run goes on it keeps counts of the size of its Result,
+	// and the Result is built from them: 2.5 × with the slack.
+	memory := []term{{2.5 * c.Series, binsWhy}}
 
 	idx := map[string]int{}
 	for i, v := range s.Services {
