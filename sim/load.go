@@ -213,7 +213,8 @@ func report(file, run string, probs []problem, tree *yaml.Node) error {
 		if path := idx.field(p); path != "" {
 			b.WriteString(path + ": ")
 		}
-		b.WriteString(p.msg)
+		// A message quotes values, which may span lines: keep it on one.
+		b.WriteString(strings.ReplaceAll(p.msg, "\n", `\n`))
 		errs = append(errs, errors.New(b.String()))
 	}
 	return errors.Join(errs...)
