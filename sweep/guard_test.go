@@ -208,6 +208,7 @@ func TestMergeRejectsBadShards(t *testing.T) {
 }
 
 func FuzzParseShard(f *testing.F) {
+	quickMinimize()
 	for _, s := range []string{"1/3", "2/4", "0/3", "4/3", "1/0", "a/b", "3", "-1/2", "", "1/100000", "1/100001", "+1/2", "1/9223372036854775807"} {
 		f.Add(s)
 	}

@@ -50,8 +50,7 @@ Flags (before or after FILE; -flag and --flag are the same):
               {"scenario": NAME, "runs": [{"name", "verdict", "recovery_s", …}]}
   --max-events N
               refuse runs estimated to simulate more than N events in all
-              (default 2e9, about a quarter of an hour on one core; inf: no
-              limit)
+              (default 2e9, some minutes on one core; inf: no limit)
   --max-memory SIZE
               refuse runs estimated to need more than SIZE of memory at
               once, such as 512MB or 16GB (default 4GB; inf: no limit)

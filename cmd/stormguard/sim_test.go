@@ -418,6 +418,7 @@ func TestParseEventsAndSeed(t *testing.T) {
 }
 
 func FuzzParseSize(f *testing.F) {
+	quickMinimize()
 	for _, s := range []string{"4GB", "512MiB", "1e9", "inf", "3 kb", "", "-1", "1e400", "NaN", "0.5B"} {
 		f.Add(s)
 	}
@@ -442,6 +443,7 @@ func FuzzParseSize(f *testing.F) {
 }
 
 func FuzzParseEvents(f *testing.F) {
+	quickMinimize()
 	for _, s := range []string{"2e9", "1000", "inf", "0", "-1", "NaN", "1e400", " 5 "} {
 		f.Add(s)
 	}
@@ -465,6 +467,7 @@ func FuzzParseEvents(f *testing.F) {
 }
 
 func FuzzParseSeed(f *testing.F) {
+	quickMinimize()
 	for _, s := range []string{"0", "7", "18446744073709551615", "18446744073709551616", "-1", "0x10", ""} {
 		f.Add(s)
 	}

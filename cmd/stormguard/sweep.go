@@ -31,8 +31,9 @@ const sweepHelp = `Usage: stormguard sweep [FILE] [flags]
 
 Finds, through the simulator, where the system of the scenario FILE (-:
 standard input) tips over and where it comes back. Without FILE it sweeps
-the built-in hotos-sweep example (the HotOS '21 toy database, naive retries against
-stormguard's defenses). Every run of the file is swept the same way:
+the built-in hotos-sweep example (the HotOS '21 toy database, naive
+retries against stormguard's defenses). Every run of the file is swept
+the same way:
 
   ramp    the load (one client's arrival rate) climbs in steps and comes
           back down, in one long run without triggers, each step held long

@@ -281,6 +281,7 @@ func TestSweepMergeBadParts(t *testing.T) {
 }
 
 func FuzzParseRamp(f *testing.F) {
+	quickMinimize()
 	for _, s := range []string{"100:260:40", "100:200", "10:5", "0:100", "1:1e9:1", "1:2:0", "a:b", "1:2:3:4", "NaN:1", "1:Inf", "100:1e9", ""} {
 		f.Add(s)
 	}
@@ -299,6 +300,7 @@ func FuzzParseRamp(f *testing.F) {
 }
 
 func FuzzParseSweepLoads(f *testing.F) {
+	quickMinimize()
 	for _, s := range []string{"80:160:40", "100,200,300", "1:2", "1:1e9:1", "5:1:1", "0,1", "-1", "1e9", "NaN", "1:2:0", "1,,2", ""} {
 		f.Add(s)
 	}
@@ -322,6 +324,7 @@ func FuzzParseSweepLoads(f *testing.F) {
 }
 
 func FuzzParseTriggerSize(f *testing.F) {
+	quickMinimize()
 	for _, s := range []string{"40s", "500ms", "0s", "-1s", "3", "0", "1e300", "NaN", "2562047h47m16.854775807s", "2562048h", "1h2m3.5s", ""} {
 		f.Add(s, true)
 		f.Add(s, false)
