@@ -259,7 +259,7 @@ func TestSignalsStopRuns(t *testing.T) {
 	}{
 		{"sim SIGINT", syscall.SIGINT, []string{"sim", long}},
 		{"sim SIGTERM", syscall.SIGTERM, []string{"sim", long}},
-		{"sweep SIGINT", syscall.SIGINT, []string{"sweep", sweepFile, "--no-phase", "--ramp", "20000:50000:1000", "--hold", "60s"}},
+		{"sweep SIGINT", syscall.SIGINT, []string{"sweep", sweepFile, "--no-phase", "--ramp", "20000:50000:1000", "--hold", "300s", "--max-events", "1e11"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(stormguardBinary(t), c.args...)
