@@ -51,13 +51,32 @@ type RunSpec struct {
 	Changes  []string
 }
 
-// Load reads and parses the scenario file at path (see [Parse]).
+// Load reads and parses the scenario file at path (see [Parse]); path "-"
+// reads standard input, named "stdin" in errors. A file larger than
+// [MaxFileSize] is refused with [ErrFileTooLarge] once that much is read.
 func Load(path string) (File, error) {
-	data, err := os.ReadFile(path)
+	if path == "-" {
+		return Read("stdin", os.Stdin)
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return File{}, err
 	}
-	return Parse(path, data)
+	defer f.Close()
+	return Read(path, f)
+}
+
+// Read reads a scenario file from r, at most [MaxFileSize] bytes, and
+// parses it (see [Parse]); name is used in errors.
+func Read(name string, r io.Reader) (File, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
+	if err != nil {
+		return File{Path: name}, err
+	}
+	if len(data) > MaxFileSize {
+		return File{Path: name}, fmt.Errorf("%s: %w", name, ErrFileTooLarge)
+	}
+	return Parse(name, data)
 }
 
 // Parse decodes a scenario file strictly. name is used in errors, which
@@ -199,7 +218,8 @@ func report(file, run string, probs []problem, tree *yaml.Node) error {
 		if path := idx.field(p); path != "" {
 			b.WriteString(path + ": ")
 		}
-		b.WriteString(p.msg)
+		// A message quotes values, which may span lines: keep it on one.
+		b.WriteString(strings.ReplaceAll(p.msg, "\n", `\n`))
 		errs = append(errs, errors.New(b.String()))
 	}
 	return errors.Join(errs...)

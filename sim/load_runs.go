@@ -34,6 +34,10 @@ func (p plan) describe() []string {
 	return out
 }
 
+// MaxRuns bounds the runs a file asks for (its runs × its sweep values):
+// each is decoded and validated when the file is read, and then simulated.
+const MaxRuns = 1000
+
 // planRuns reads the runs and sweep sections (either may be nil) and
 // returns the runs in file order: each run once per sweep value.
 func planRuns(runs, sweep *yaml.Node, scenario, file string) ([]plan, []problem) {
@@ -67,6 +71,10 @@ func planRuns(runs, sweep *yaml.Node, scenario, file string) ([]plan, []problem)
 	if len(probs) > 0 {
 		return nil, probs
 	}
+	if len(plans) > MaxRuns {
+		bad(runs, "the file lists %d runs; the most is %d", len(plans), MaxRuns)
+		return nil, probs
+	}
 	if len(plans) == 0 {
 		plans = []plan{{name: scenario, implicit: sweep == nil || isNull(sweep)}}
 	}
@@ -75,6 +83,10 @@ func planRuns(runs, sweep *yaml.Node, scenario, file string) ([]plan, []problem)
 	}
 	paths, values, ok := readSweep(sweep, bad)
 	if !ok {
+		return nil, probs
+	}
+	if n := len(plans) * len(values); n > MaxRuns {
+		bad(sweep, "the file asks for %d runs (%d × %d sweep values); the most is %d", n, len(plans), len(values), MaxRuns)
 		return nil, probs
 	}
 	leaf := paths[0].Value[strings.LastIndexByte(paths[0].Value, '.')+1:]

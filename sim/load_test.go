@@ -344,6 +344,7 @@ func TestExamplesLoad(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
+	quickMinimize()
 	seeds, _ := filepath.Glob(filepath.Join("testdata", "*.yaml"))
 	for _, s := range seeds {
 		data, err := os.ReadFile(s)

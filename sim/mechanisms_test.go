@@ -23,7 +23,7 @@ func oneService(lambda float64, v Service, duration time.Duration, seed uint64) 
 	v.Name = "s"
 	return Scenario{Name: "one", Duration: duration, Seed: seed,
 		Clients: []Client{{Name: "c", Target: "s", Arrivals: Arrivals{Kind: "poisson", Rate: lambda},
-			Policy: PolicySpec{Preset: "naive", Policy: p}, Timeout: time.Hour}},
+			Policy: PolicySpec{Preset: "naive", Policy: p}, Timeout: 30 * time.Second}},
 		Services: []Service{v}}
 }
 

@@ -11,13 +11,32 @@ import (
 // result. progress, if not nil, is called with the fraction of virtual time
 // done, at most about 100 times. Run returns ctx's error if ctx is done
 // before the end. The same scenario (with the same seed) always gives the
-// same Result.
+// same Result. A scenario beyond [DefaultLimits] is refused with a
+// *[LimitError] (see [RunWithin]).
 func Run(ctx context.Context, s Scenario, name string, progress func(frac float64)) (Result, error) {
+	return RunWithin(ctx, s, name, progress, DefaultLimits)
+}
+
+// cancelEvery is how many events a run handles between two looks at its
+// context: a few hundred microseconds of simulation.
+const cancelEvery = 1 << 10
+
+// RunWithin is [Run] within the limits l (zero fields: the defaults): it
+// refuses, with a *[LimitError] and before it allocates the run, a
+// scenario whose [Estimate] exceeds them. Whatever the scenario, it
+// returns soon after ctx is done: it looks at ctx every 1024 events.
+func RunWithin(ctx context.Context, s Scenario, name string, progress func(frac float64), l Limits) (Result, error) {
 	if err := s.Validate(); err != nil {
 		return Result{}, err
 	}
 	s = s.withDefaults()
 	if err := s.Validate(); err != nil {
+		return Result{}, err
+	}
+	if err := l.Check(Estimate(s)); err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
 	w, err := newWorld(s)
@@ -27,18 +46,19 @@ func Run(ctx context.Context, s Scenario, name string, progress func(frac float6
 	w.startEvents()
 	every := max(1, w.nbins/100)
 	var ev engine.Event
-	bins := 0
+	bins, n := 0, 0
 	for w.eng.NextUntil(w.end, &ev) {
 		w.Handle(&w.eng, ev)
+		if n++; n == cancelEvery {
+			n = 0
+			if err := ctx.Err(); err != nil {
+				return Result{}, err
+			}
+		}
 		if ev.Kind == evBin {
 			bins++
-			if bins%every == 0 {
-				if err := ctx.Err(); err != nil {
-					return Result{}, err
-				}
-				if progress != nil {
-					progress(float64(w.eng.Now()) / float64(w.end))
-				}
+			if bins%every == 0 && progress != nil {
+				progress(float64(w.eng.Now()) / float64(w.end))
 			}
 		}
 	}

@@ -61,6 +61,34 @@ type Options struct {
 	NoRamp, NoPhase bool
 }
 
+// Limits on the options: past them a sweep is no longer a search but a
+// mistake (or an overflow of the simulator's clock).
+const (
+	// MaxSteps bounds the ramp's steps up, and the loads of the phase diagram.
+	MaxSteps = 10_000
+	// MaxSizes bounds the grid of trigger sizes of a phase search
+	// ((Max − min) / Resolution).
+	MaxSizes = 1 << 20
+	// MaxDuration is the longest simulation a sweep makes: about 292
+	// years, the most a time.Duration holds.
+	MaxDuration = time.Duration(math.MaxInt64)
+)
+
+// OptionError is an option (or a value derived from it) that cannot be
+// swept. Option names the field as the command line's flag does: ramp,
+// hold, loads, max, resolution, after.
+type OptionError struct {
+	Option string
+	Value  string // the value as given or derived, "100:50:10", "1000000h"
+	Msg    string // what is wrong
+}
+
+func (e *OptionError) Error() string { return e.Option + " " + e.Value + ": " + e.Msg }
+
+func optionErr(option, value, format string, a ...any) error {
+	return &OptionError{Option: option, Value: value, Msg: fmt.Sprintf(format, a...)}
+}
+
 // Plan is a sweep fully resolved: every run of a scenario file with the
 // ramp and the phase search to make of it. It is plain data; NewPlan makes
 // it, Execute carries it out.
@@ -302,21 +330,28 @@ func planRamp(o Options, capacity float64, timeout, bin time.Duration) (RampPlan
 	if to == 0 {
 		to = roundTo(math.Ceil(1.25*capacity/step)*step, step)
 	}
+	shape := trimFloat(from) + ":" + trimFloat(to) + ":" + trimFloat(step)
 	switch {
 	case !(from > 0) || !(to > from) || !(step > 0) || math.IsInf(to, 0):
-		return RampPlan{}, fmt.Errorf("ramp %v:%v:%v: want 0 < from < to and step > 0", from, to, step)
-	case (to-from)/step > 10_000:
-		return RampPlan{}, fmt.Errorf("ramp %v:%v:%v has more than 10000 steps", from, to, step)
+		return RampPlan{}, optionErr("ramp", shape, "want 0 < from < to and step > 0")
+	case (to-from)/step > MaxSteps:
+		return RampPlan{}, optionErr("ramp", shape, "more than %d steps", MaxSteps)
 	}
 	hold := o.Hold
 	if hold == 0 {
 		hold = max(20*timeout, 20*bin)
 	}
 	if hold < 2*bin {
-		return RampPlan{}, fmt.Errorf("hold %v is shorter than two bins (%v): a step needs a settled half to measure", hold, 2*bin)
+		return RampPlan{}, optionErr("hold", dur2s(hold), "shorter than two bins (%v): a step needs a settled half to measure", 2*bin)
+	}
+	r := RampPlan{From: from, To: to, Step: step}
+	steps := len(r.loads())
+	if hold > MaxDuration/time.Duration(steps)-bin {
+		return RampPlan{}, optionErr("hold", dur2s(hold), "%d steps of it last longer than the simulator's clock holds (about 292 years)", steps)
 	}
 	hold = (hold + bin - 1) / bin * bin
-	return RampPlan{From: from, To: to, Step: step, HoldS: hold.Seconds()}, nil
+	r.HoldS = hold.Seconds()
+	return r, nil
 }
 
 func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time.Duration) (PhasePlan, error) {
@@ -332,8 +367,11 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 	}
 	for _, l := range loads {
 		if !(l > 0) || math.IsInf(l, 0) {
-			return PhasePlan{}, fmt.Errorf("load %v: loads must be positive", l)
+			return PhasePlan{}, optionErr("loads", trimFloat(l), "loads must be positive")
 		}
+	}
+	if len(loads) > MaxSteps {
+		return PhasePlan{}, optionErr("loads", fmt.Sprintf("(%d of them)", len(loads)), "more than %d loads", MaxSteps)
 	}
 	slices.Sort(loads)
 	loads = slices.Compact(loads)
@@ -383,7 +421,7 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 				ph.Max = 1
 			}
 			if ph.Max > 1 {
-				return ph, fmt.Errorf("max %v: an error probability is at most 1", ph.Max)
+				return ph, optionErr("max", trimFloat(ph.Max), "an error probability is at most 1")
 			}
 		default:
 			return ph, fmt.Errorf("vary factor grows a load or errors trigger; the trigger is %s (vary duration instead)", trig.Kind)
@@ -392,13 +430,24 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 		return ph, fmt.Errorf("vary %q is not one of duration, factor, add", ph.Vary)
 	}
 	if !(ph.Max > ph.Min) || math.IsInf(ph.Max, 0) {
-		return ph, fmt.Errorf("max %v must be above the smallest size %v", ph.Max, ph.Min)
+		return ph, optionErr("max", trimFloat(ph.Max), "must be above the smallest size %v", ph.Min)
+	}
+	// A size in seconds becomes a time.Duration: beyond 292 years it
+	// would overflow; a quarter of that leaves room for the rest of a run
+	// (the default after is 3 × max).
+	longest := (MaxDuration / 4).Truncate(time.Hour)
+	if ph.Unit == "s" && ph.Max > longest.Seconds() {
+		v := trimFloat(ph.Max) + "s"
+		if ph.Max < MaxDuration.Seconds() {
+			v = dur2s(seconds(ph.Max))
+		}
+		return ph, optionErr("max", v, "longer than the simulator's clock allows a trigger (at most %s)", dur2s(longest))
 	}
 	if ph.Resolution == 0 {
 		ph.Resolution = niceFloor((ph.Max - ph.Min) / 256)
 	}
-	if !(ph.Resolution > 0) || (ph.Max-ph.Min)/ph.Resolution > 1<<20 {
-		return ph, fmt.Errorf("resolution %v: want > 0 and at most 2²⁰ steps from %v to %v", ph.Resolution, ph.Min, ph.Max)
+	if !(ph.Resolution > 0) || (ph.Max-ph.Min)/ph.Resolution > MaxSizes {
+		return ph, optionErr("resolution", trimFloat(ph.Resolution), "want > 0 and at most 2²⁰ steps from %v to %v", ph.Min, ph.Max)
 	}
 	after := o.After
 	if after == 0 {
@@ -408,7 +457,18 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 		}
 	}
 	if after <= 0 {
-		return ph, fmt.Errorf("after %v must be positive", after)
+		return ph, optionErr("after", dur2s(after), "must be positive")
+	}
+	// The longest run: the trigger's start, its largest size, after.
+	size := time.Duration(0)
+	switch ph.Vary {
+	case VaryDuration:
+		size = seconds(ph.Max)
+	default:
+		size = trig.Duration
+	}
+	if trig.At > MaxDuration-size || after > MaxDuration-size-trig.At {
+		return ph, optionErr("after", dur2s(after), "a run of the trigger's start (%v), its largest size and this lasts longer than the simulator's clock holds (about 292 years)", trig.At)
 	}
 	ph.AfterS = after.Seconds()
 	return ph, nil
@@ -497,6 +557,15 @@ func roundTo(x, step float64) float64 {
 	}
 	m := math.Pow(10, -e)
 	return math.Round(x/m) * m
+}
+
+// dur2s writes a duration without the zero units Go adds: 1000000h, 2m10s.
+func dur2s(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	return strings.Replace(s, "h0m", "h", 1)
 }
 
 // trimFloat writes f with at most 6 significant digits and no trailing

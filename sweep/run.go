@@ -23,7 +23,7 @@ type Shard struct {
 	Count int `json:"count"` // the number of shards
 }
 
-// ParseShard reads "I/N" (1 ≤ I ≤ N).
+// ParseShard reads "I/N" (1 ≤ I ≤ N ≤ MaxShards).
 func ParseShard(s string) (Shard, error) {
 	a, b, ok := strings.Cut(s, "/")
 	i, err1 := strconv.Atoi(a)
@@ -36,8 +36,8 @@ func ParseShard(s string) (Shard, error) {
 }
 
 func (s Shard) validate() error {
-	if s.Count < 1 || s.Index < 1 || s.Index > s.Count {
-		return fmt.Errorf("shard %d/%d: want 1 ≤ I ≤ N", s.Index, s.Count)
+	if s.Count < 1 || s.Index < 1 || s.Index > s.Count || s.Count > MaxShards {
+		return fmt.Errorf("shard %d/%d: want 1 ≤ I ≤ N ≤ %d", s.Index, s.Count, MaxShards)
 	}
 	return nil
 }
@@ -63,6 +63,9 @@ type Exec struct {
 	// Progress, if not nil, is called after each simulation, from one
 	// goroutine at a time.
 	Progress func(Progress)
+	// Limits bound the cost of the shard's jobs, all together (see
+	// Estimate), and of each simulation [sim.DefaultLimits].
+	Limits sim.Limits
 }
 
 // Progress is how far a sweep has got: searches (a ramp, or a phase
@@ -147,6 +150,9 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 			return part, fmt.Errorf("run %s has no scenario to simulate: make plans with NewPlan", rp.Name)
 		}
 	}
+	if err := check(p, e); err != nil {
+		return part, err
+	}
 	var mine []job
 	for j, jb := range p.jobs() {
 		if j%sh.Count == sh.Index-1 {
@@ -188,7 +194,7 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 		e.Progress(prog)
 	}
 	simulate := func(s sim.Scenario, name string) (sim.Result, error) {
-		r, err := sim.Run(ctx, s, name, nil)
+		r, err := sim.RunWithin(ctx, s, name, nil, e.Limits)
 		if err == nil {
 			report(1, 0)
 		}
@@ -264,6 +270,9 @@ func Merge(parts ...Partial) (Result, error) {
 		return Result{}, errors.New("no partial results to merge")
 	}
 	first := parts[0]
+	if err := first.Shard.validate(); err != nil {
+		return Result{}, fmt.Errorf("partial 1: %w", err)
+	}
 	n := first.Shard.Count
 	seen := make([]bool, n+1)
 	for i, pt := range parts {
@@ -367,12 +376,11 @@ func (r RampPlan) loads() []float64 {
 	return out
 }
 
-// runRamp runs the quasi-static ramp of a run: one simulation whose
-// arrival rate steps through the loads, no triggers.
-func runRamp(rp RunPlan, simulate simulateFunc) (Ramp, error) {
-	r := Ramp{RampPlan: *rp.Ramp}
-	loads := r.loads()
-	hold := seconds(r.HoldS)
+// rampScenario is the simulation of a run's ramp: its arrival rate steps
+// through the loads, no triggers.
+func (rp RunPlan) rampScenario() sim.Scenario {
+	loads := rp.Ramp.loads()
+	hold := seconds(rp.Ramp.HoldS)
 	s, ci := rp.withClient()
 	sched := make([]sim.RatePoint, len(loads))
 	for i, l := range loads {
@@ -382,7 +390,15 @@ func runRamp(rp RunPlan, simulate simulateFunc) (Ramp, error) {
 	s.Clients[ci].Arrivals.Rate = 0
 	s.Triggers = nil
 	s.Duration = time.Duration(len(loads)) * hold
-	res, err := simulate(s, rp.Name+"/ramp")
+	return s
+}
+
+// runRamp runs the quasi-static ramp of a run: one simulation (see
+// rampScenario).
+func runRamp(rp RunPlan, simulate simulateFunc) (Ramp, error) {
+	r := Ramp{RampPlan: *rp.Ramp}
+	loads := r.loads()
+	res, err := simulate(rp.rampScenario(), rp.Name+"/ramp")
 	if err != nil {
 		return r, err
 	}
@@ -449,21 +465,8 @@ func runColumn(rp RunPlan, load float64, simulate simulateFunc) (Column, error) 
 	sims, virtual := 0, 0.0
 	probe := func(k int) (Probe, error) {
 		size := ph.Size(k)
-		s, ci := rp.withClient()
-		s.Clients[ci].Arrivals.Rate = load
-		t := ph.Trigger
-		switch ph.Vary {
-		case VaryFactor:
-			t.Factor = size
-		case VaryAdd:
-			t.Add = seconds(size)
-		default:
-			t.Duration = seconds(size)
-		}
-		s.Triggers = []sim.Trigger{t}
-		s.Duration = t.At + t.Duration + seconds(ph.AfterS)
 		name := fmt.Sprintf("%s/load=%s/%s=%s", rp.Name, trimFloat(load), ph.Vary, trimFloat(size))
-		res, err := simulate(s, name)
+		res, err := simulate(rp.probeScenario(load, size), name)
 		if err != nil {
 			return Probe{}, err
 		}
@@ -474,6 +477,26 @@ func runColumn(rp RunPlan, load float64, simulate simulateFunc) (Column, error) 
 	c, err := searchColumn(ph.Sizes(), ph.Size, probe)
 	c.Load, c.Simulations, c.VirtualS = load, sims, virtual
 	return c, err
+}
+
+// probeScenario is one simulation of a phase search: the run at load
+// with the trigger of the given size.
+func (rp RunPlan) probeScenario(load, size float64) sim.Scenario {
+	ph := rp.Phase
+	s, ci := rp.withClient()
+	s.Clients[ci].Arrivals.Rate = load
+	t := ph.Trigger
+	switch ph.Vary {
+	case VaryFactor:
+		t.Factor = size
+	case VaryAdd:
+		t.Add = seconds(size)
+	default:
+		t.Duration = seconds(size)
+	}
+	s.Triggers = []sim.Trigger{t}
+	s.Duration = t.At + t.Duration + seconds(ph.AfterS)
+	return s
 }
 
 func clientBins(r sim.Result, name string) []sim.ClientBin {

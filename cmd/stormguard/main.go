@@ -2,8 +2,8 @@
 // (sim), thresholds and phase diagrams (sweep), the checklist (analyze), the
 // real-process lab (lab) and the fleet's dials on Redis (fleet).
 //
-//	stormguard sim [FILE] [--out DIR] [--seed N] [--json]
-//	stormguard sweep [FILE] [--out DIR] [--json] [--shard I/N] [--workers N]
+//	stormguard sim [FILE] [--out DIR] [--seed N] [--json] [--max-events N] [--max-memory SIZE]
+//	stormguard sweep [FILE] [--out DIR] [--json] [--shard I/N] [--workers N] [--max-events N] [--max-memory SIZE]
 //	stormguard analyze FILE [--run NAME] [--out DIR] [--json]
 //	stormguard lab [FILE] [--out DIR] [--seed N] [--json]
 //	stormguard fleet show|set …
@@ -67,17 +67,25 @@ Commands:
   help      print this help, or a command's (stormguard help sim)
 
 Exit status: 0 success, 1 error (a bad scenario file, a failed run),
-2 usage error (an unknown command or flag), 130 interrupted (Ctrl-C).
+2 usage error (an unknown command or flag) or input beyond a limit (see
+stormguard help sim), 130 interrupted (Ctrl-C, SIGTERM).
 `
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, a second one ends the process at once.
+		<-ctx.Done()
+		stop()
+	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exit(err, os.Stderr))
 }
 
-// usageError is a mistake in the command line: exit status 2.
+// usageError is a mistake in the command line, or input refused by a
+// limit (a scenario beyond --max-events or --max-memory, a file too
+// large): exit status 2.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }

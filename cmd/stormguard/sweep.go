@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -28,10 +29,11 @@ const sweepDefaultName = "hotos-sweep.yaml"
 const sweepHelp = `Usage: stormguard sweep [FILE] [flags]
        stormguard sweep merge PART... [--out DIR] [--json]
 
-Finds, through the simulator, where the system of the scenario FILE tips
-over and where it comes back. Without FILE it sweeps the built-in
-hotos-sweep example (the HotOS '21 toy database, naive retries against
-stormguard's defenses). Every run of the file is swept the same way:
+Finds, through the simulator, where the system of the scenario FILE (-:
+standard input) tips over and where it comes back. Without FILE it sweeps
+the built-in hotos-sweep example (the HotOS '21 toy database, naive
+retries against stormguard's defenses). Every run of the file is swept
+the same way:
 
   ramp    the load (one client's arrival rate) climbs in steps and comes
           back down, in one long run without triggers, each step held long
@@ -94,7 +96,22 @@ Flags (before or after FILE; -flag and --flag are the same):
                         table: {"scenario", "runs": [{"name", "ramp":
                         {"collapse", "recovery", "steps"}, "phase":
                         {"columns": [{"load", "disturbs", "tips"}]}}]}
+  --max-events N        refuse a sweep (or shard) estimated to simulate
+                        more than N events in all (default 2e9; inf: no
+                        limit)
+  --max-memory SIZE     refuse a sweep estimated to need more than SIZE
+                        of memory at once, such as 512MB or 16GB
+                        (default 4GB; inf: no limit)
   -h, --help            print this help
+
+Limits: before it starts, sweep estimates the events of all its
+simulations (each ramp; each phase search at the most runs a bisection
+takes, with the largest trigger) and the memory of the --workers that
+run at once, and refuses, in one line naming the flag or the scenario key
+that drives the estimate, a sweep beyond --max-events or --max-memory.
+The ramp and the loads have at most 10000 steps, a trigger's grid 2^20
+sizes, a shard count 100000, a scenario file 1 MiB, a shard's part
+64 MiB. Ctrl-C or SIGTERM stops a sweep within a fraction of a second.
 
 stormguard sweep merge PART... puts the shards' parts together: each PART
 is a shard-I-of-N.json file or a directory holding them. It prints, and
@@ -105,16 +122,18 @@ The same file, seed and flags give the same result, byte for byte, whatever
 --workers and --shard.
 
 Exit status: 0 success, 1 error (a bad scenario file, a failed run, shards
-that do not fit together), 2 usage error, 130 interrupted (Ctrl-C).
+that do not fit together), 2 usage error or a sweep beyond a limit,
+130 interrupted (Ctrl-C, SIGTERM).
 `
 
 // sweepFlags are the flags of sweep.
 type sweepFlags struct {
 	client, ramp, loads, vary, max, resolution, shard, out string
 	hold, after                                            time.Duration
-	seed                                                   uint64
+	seed                                                   seedFlag
 	workers                                                int
 	noRamp, noPhase, json                                  bool
+	limits                                                 limitFlags
 }
 
 func (f *sweepFlags) set(fs *flag.FlagSet) {
@@ -128,54 +147,45 @@ func (f *sweepFlags) set(fs *flag.FlagSet) {
 	fs.DurationVar(&f.after, "after", 0, "how long each phase run goes on after the trigger")
 	fs.BoolVar(&f.noRamp, "no-ramp", false, "skip the ramp")
 	fs.BoolVar(&f.noPhase, "no-phase", false, "skip the phase search")
-	fs.Uint64Var(&f.seed, "seed", 0, "use seed N in every run")
+	fs.Var(&f.seed, "seed", "use seed N in every run")
 	fs.IntVar(&f.workers, "workers", 0, "simulations at once")
 	fs.StringVar(&f.shard, "shard", "", "compute only part I/N")
 	fs.StringVar(&f.out, "out", "", "write a report into DIR")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object")
+	f.limits.set(fs)
 }
 
-// options turns the flags into sweep.Options.
+// options turns the flags into sweep.Options. Each error names its flag.
 func (f *sweepFlags) options() (sweep.Options, error) {
-	o := sweep.Options{Client: f.client, Hold: f.hold, After: f.after, Vary: f.vary, Seed: f.seed,
+	o := sweep.Options{Client: f.client, Hold: f.hold, After: f.after, Vary: f.vary, Seed: uint64(f.seed),
 		NoRamp: f.noRamp, NoPhase: f.noPhase}
+	var err error
 	if f.ramp != "" {
-		v, err := sweepNumbers(f.ramp, ":")
-		if err != nil || len(v) < 2 || len(v) > 3 {
-			return o, fmt.Errorf("--ramp %q: want FROM:TO or FROM:TO:STEP, requests/s", f.ramp)
-		}
-		o.From, o.To = v[0], v[1]
-		if len(v) == 3 {
-			o.Step = v[2]
+		if o.From, o.To, o.Step, err = parseRamp(f.ramp); err != nil {
+			return o, err
 		}
 	}
 	if f.loads != "" {
-		var err error
 		if o.Loads, err = parseSweepLoads(f.loads); err != nil {
 			return o, err
 		}
 	}
 	duration := f.vary == "" || f.vary == sweep.VaryDuration || f.vary == sweep.VaryAdd
-	for _, s := range []struct {
-		name, text string
-		v          *float64
-	}{{"max", f.max, &o.Max}, {"resolution", f.resolution, &o.Resolution}} {
-		if s.text == "" {
-			continue
+	if f.max != "" {
+		if o.Max, err = parseTriggerSize("max", f.max, duration); err != nil {
+			return o, err
 		}
-		if duration {
-			d, err := time.ParseDuration(s.text)
-			if err != nil {
-				return o, fmt.Errorf("--%s %q: a trigger's duration or added latency is a duration such as 40s or 500ms", s.name, s.text)
-			}
-			*s.v = d.Seconds()
-			continue
+	}
+	if f.resolution != "" {
+		if o.Resolution, err = parseTriggerSize("resolution", f.resolution, duration); err != nil {
+			return o, err
 		}
-		v, err := strconv.ParseFloat(s.text, 64)
-		if err != nil {
-			return o, fmt.Errorf("--%s %q: a trigger's factor is a number such as 3", s.name, s.text)
-		}
-		*s.v = v
+	}
+	if f.hold < 0 {
+		return o, fmt.Errorf("--hold %v: want a duration above 0, such as 20s", f.hold)
+	}
+	if f.after < 0 {
+		return o, fmt.Errorf("--after %v: want a duration above 0, such as 2m", f.after)
 	}
 	if f.workers < 0 {
 		return o, fmt.Errorf("--workers %d: want a positive number (0: all cores)", f.workers)
@@ -183,12 +193,33 @@ func (f *sweepFlags) options() (sweep.Options, error) {
 	return o, nil
 }
 
-// parseSweepLoads reads FROM:TO:STEP or L1,L2,….
+// parseRamp reads --ramp FROM:TO[:STEP], requests/s: 0 < FROM < TO,
+// STEP > 0 (0 or none: the default), at most sweep.MaxSteps steps.
+func parseRamp(s string) (from, to, step float64, err error) {
+	v, err := sweepNumbers(s, ":")
+	if err != nil || len(v) < 2 || len(v) > 3 || !(v[0] > 0) || !(v[1] > v[0]) || len(v) == 3 && !(v[2] >= 0) {
+		return 0, 0, 0, fmt.Errorf("--ramp %q: want FROM:TO or FROM:TO:STEP, requests/s, with 0 < FROM < TO and STEP > 0", s)
+	}
+	from, to = v[0], v[1]
+	if len(v) == 3 {
+		step = v[2]
+	}
+	if step > 0 && (to-from)/step > sweep.MaxSteps {
+		return 0, 0, 0, fmt.Errorf("--ramp %q: %.3g steps, more than %d", s, (to-from)/step, sweep.MaxSteps)
+	}
+	return from, to, step, nil
+}
+
+// parseSweepLoads reads --loads FROM:TO:STEP or L1,L2,…: loads above 0,
+// at most sweep.MaxSteps of them.
 func parseSweepLoads(s string) ([]float64, error) {
 	if strings.Contains(s, ":") {
 		v, err := sweepNumbers(s, ":")
-		if err != nil || len(v) != 3 || !(v[2] > 0) || !(v[1] >= v[0]) || (v[1]-v[0])/v[2] > 10_000 {
-			return nil, fmt.Errorf("--loads %q: want FROM:TO:STEP with FROM ≤ TO and STEP > 0, or a list L1,L2,…", s)
+		if err != nil || len(v) != 3 || !(v[0] > 0) || !(v[2] > 0) || !(v[1] >= v[0]) {
+			return nil, fmt.Errorf("--loads %q: want FROM:TO:STEP with 0 < FROM ≤ TO and STEP > 0, or a list L1,L2,…", s)
+		}
+		if n := (v[1] - v[0]) / v[2]; n >= sweep.MaxSteps {
+			return nil, fmt.Errorf("--loads %q: %.3g loads, more than %d", s, n+1, sweep.MaxSteps)
 		}
 		var out []float64
 		for k := 0; ; k++ {
@@ -204,15 +235,45 @@ func parseSweepLoads(s string) ([]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--loads %q: want FROM:TO:STEP or a list L1,L2,… of requests/s", s)
 	}
+	if len(v) > sweep.MaxSteps {
+		return nil, fmt.Errorf("--loads: %d loads, more than %d", len(v), sweep.MaxSteps)
+	}
+	for _, l := range v {
+		if !(l > 0) {
+			return nil, fmt.Errorf("--loads %q: load %v: want loads above 0, requests/s", s, l)
+		}
+	}
 	return v, nil
 }
 
+// parseTriggerSize reads --max or --resolution (flag names it): a
+// duration above 0 when the sweep varies a duration (or an added latency),
+// else a factor above 0. The result is in seconds, or the factor.
+func parseTriggerSize(flag, text string, duration bool) (float64, error) {
+	if duration {
+		d, err := time.ParseDuration(text)
+		if err != nil || d <= 0 {
+			return 0, fmt.Errorf("--%s %q: a trigger's duration or added latency is a duration such as 40s or 500ms (above 0)", flag, text)
+		}
+		return d.Seconds(), nil
+	}
+	v, err := strconv.ParseFloat(text, 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("--%s %q: a trigger's factor is a number such as 3 (above 0)", flag, text)
+	}
+	return v, nil
+}
+
+// sweepNumbers reads finite numbers separated by sep.
 func sweepNumbers(s, sep string) ([]float64, error) {
 	var out []float64
 	for _, p := range strings.Split(s, sep) {
 		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
 		if err != nil {
 			return nil, err
+		}
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil, fmt.Errorf("%v is not a finite number", v)
 		}
 		out = append(out, v)
 	}
@@ -251,18 +312,23 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	file, err := loadSweep(pos)
 	if err != nil {
-		return err
+		return refused("sweep: ", err)
 	}
 	plan, err := sweep.NewPlan(file, opts)
-	if err != nil {
+	var oe *sweep.OptionError
+	switch {
+	case errors.As(err, &oe):
+		// A flag's value (or what the defaults make of it): the flag's fault.
+		return usageError{fmt.Sprintf("sweep: --%s %s: %s", oe.Option, oe.Value, oe.Msg)}
+	case err != nil:
 		return sweepPrefixErr(file.Path+": ", err)
 	}
 	start := time.Now()
 	bar := newSweepProgress(stderr)
-	part, err := sweep.Execute(ctx, plan, sweep.Exec{Workers: f.workers, Shard: shard, Progress: bar.set})
+	part, err := sweep.Execute(ctx, plan, sweep.Exec{Workers: f.workers, Shard: shard, Progress: bar.set, Limits: f.limits.limits()})
 	bar.stop()
 	if err != nil {
-		return err
+		return refused("sweep: "+file.Path+": ", err)
 	}
 	if f.shard != "" {
 		return writeSweepPart(part, f.out, f.json, stdout)
@@ -358,14 +424,8 @@ func runSweepMerge(args []string, stdout io.Writer) error {
 	paths = sweepCompact(paths)
 	parts := make([]sweep.Partial, len(paths))
 	for i, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
+		if parts[i], err = readSweepPart(p); err != nil {
 			return err
-		}
-		dec := json.NewDecoder(strings.NewReader(string(data)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&parts[i]); err != nil {
-			return fmt.Errorf("%s: not a shard's part: %v", p, err)
 		}
 	}
 	res, err := sweep.Merge(parts...)
@@ -373,6 +433,21 @@ func runSweepMerge(args []string, stdout io.Writer) error {
 		return err
 	}
 	return sweepOutput(res, out, asJSON, -1, stdout)
+}
+
+// readSweepPart reads the shard's part at path (see sweep.ReadPartial);
+// its errors name the file.
+func readSweepPart(path string) (sweep.Partial, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return sweep.Partial{}, err
+	}
+	defer f.Close()
+	p, err := sweep.ReadPartial(f)
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
 }
 
 func sweepCompact(s []string) []string {

@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stormguard/stormguard/sim"
 	"github.com/stormguard/stormguard/sweep"
 )
 
@@ -234,4 +238,156 @@ func TestSweepDefault(t *testing.T) {
 	if res.Scenario != "hotos-sweep" || len(res.Runs) != 2 || res.Runs[0].Capacity != 300 || res.Runs[0].Phase != nil {
 		t.Errorf("the default sweep: %+v", res)
 	}
+}
+
+// TestSweepMergeBadParts: a part that is not one, in any way, is one line
+// naming the file, exit status 1, never a panic.
+func TestSweepMergeBadParts(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	file := sweepFile(t)
+	if code, _, errs := runCmd(t, t.Context(), append([]string{"sweep", file, "--shard", "1/2", "--out", good}, sweepGrid...)...); code != exitOK {
+		t.Fatalf("shard: %s", errs)
+	}
+	part, err := os.ReadFile(filepath.Join(good, "shard-1-of-2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(old, new string) []byte { return []byte(strings.Replace(string(part), old, new, 1)) }
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "empty: not a shard's part"},
+		{"zeros", make([]byte, 100), `not a shard's part: invalid character '\x00'`},
+		{"truncated", part[:len(part)/2], "not a shard's part: unexpected EOF"},
+		{"two objects", append(append([]byte(nil), part...), part...), "more follows the JSON object"},
+		{"unknown field", edit(`"format"`, `"formatt"`), `unknown field "formatt"`},
+		{"huge shard count", edit(`"count": 2`, `"count": 1000000000000000000`), "want 1 ≤ I ≤ N ≤ 100000"},
+		{"negative count", edit(`"count": 2`, `"count": -2`), "want 1 ≤ I ≤ N"},
+		{"ramp of no run", edit(`"run": 0,`, `"run": 7,`), "ramps[0]: run 7 has no ramp in the plan"},
+		{"no key", edit(`"key": "`, `"key": "", "x": "`), "unknown field"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".json")
+		if err := os.WriteFile(path, c.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := runCmd(t, t.Context(), "sweep", "merge", path)
+		if code != exitError || !strings.HasPrefix(errs, "stormguard: "+path+": ") || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 || out != "" {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 and one line naming the file and %q", c.name, code, errs, c.want)
+		}
+	}
+}
+
+func FuzzParseRamp(f *testing.F) {
+	quickMinimize()
+	for _, s := range []string{"100:260:40", "100:200", "10:5", "0:100", "1:1e9:1", "1:2:0", "a:b", "1:2:3:4", "NaN:1", "1:Inf", "100:1e9", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		from, to, step, err := parseRamp(s)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "--ramp ") {
+				t.Fatalf("parseRamp(%q): the error %q does not name the flag", s, err)
+			}
+			return
+		}
+		if !(from > 0) || !(to > from) || math.IsInf(to, 0) || !(step >= 0) || step > 0 && (to-from)/step > sweep.MaxSteps {
+			t.Fatalf("parseRamp(%q) = %v, %v, %v", s, from, to, step)
+		}
+	})
+}
+
+func FuzzParseSweepLoads(f *testing.F) {
+	quickMinimize()
+	for _, s := range []string{"80:160:40", "100,200,300", "1:2", "1:1e9:1", "5:1:1", "0,1", "-1", "1e9", "NaN", "1:2:0", "1,,2", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		loads, err := parseSweepLoads(s)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "--loads") {
+				t.Fatalf("parseSweepLoads(%q): the error %q does not name the flag", s, err)
+			}
+			return
+		}
+		if len(loads) == 0 || len(loads) > sweep.MaxSteps {
+			t.Fatalf("parseSweepLoads(%q): %d loads", s, len(loads))
+		}
+		for _, l := range loads {
+			if !(l > 0) || math.IsInf(l, 0) {
+				t.Fatalf("parseSweepLoads(%q): load %v", s, l)
+			}
+		}
+	})
+}
+
+func FuzzParseTriggerSize(f *testing.F) {
+	quickMinimize()
+	for _, s := range []string{"40s", "500ms", "0s", "-1s", "3", "0", "1e300", "NaN", "2562047h47m16.854775807s", "2562048h", "1h2m3.5s", ""} {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, s string, duration bool) {
+		v, err := parseTriggerSize("max", s, duration)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "--max ") {
+				t.Fatalf("parseTriggerSize(%q): the error %q does not name the flag", s, err)
+			}
+			return
+		}
+		if !(v > 0) || math.IsInf(v, 0) {
+			t.Fatalf("parseTriggerSize(%q, %v) = %v", s, duration, v)
+		}
+	})
+}
+
+// FuzzSweepPart: whatever a part file holds, merging it is a clear error
+// or a result that prints; never a panic.
+func FuzzSweepPart(f *testing.F) {
+	quickMinimize()
+	plan, err := sweep.NewPlan(mustParse(f, sweepYAML), sweep.Options{From: 100, To: 180, Step: 40, Hold: 2 * time.Second,
+		Loads: []float64{120}, Max: 2, Resolution: 1, After: 4 * time.Second})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, sh := range []sweep.Shard{{Index: 1, Count: 1}, {Index: 2, Count: 3}} {
+		part, err := sweep.Execute(context.Background(), plan, sweep.Exec{Shard: sh})
+		if err != nil {
+			f.Fatal(err)
+		}
+		data, _ := json.Marshal(part)
+		f.Add(data)
+	}
+	f.Add([]byte(`{"format": "stormguard-sweep-partial/1", "shard": {"index": 1, "count": 1}, "plan": {"key": "k", "runs": [{"name": "a", "phase": {"loads": [1], "vary": "duration", "max": 1, "resolution": 1e-300}}]}, "ramps": [], "columns": []}`))
+	f.Add([]byte(`{"format": "stormguard-sweep-partial/1", "shard": {"index": 1, "count": 1}, "plan": {"key": "k", "runs": [{"name": "a", "ramp": {"from": 1, "to": 2, "step": 1, "hold_s": 1}}]}, "ramps": [{"run": 0, "ramp": {"steps": [{"branch": "up"}]}}]}`))
+	f.Add([]byte("{}"))
+	f.Add([]byte("\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		part, err := sweep.ReadPartial(bytes.NewReader(data))
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("a two-line error: %q", err)
+			}
+			return
+		}
+		res, err := sweep.Merge(part)
+		if err != nil {
+			return
+		}
+		printSweep(io.Discard, res, -1)
+		if err := sweepOutput(res, "", true, -1, io.Discard); err != nil {
+			t.Fatalf("the JSON of a merged result: %v", err)
+		}
+	})
+}
+
+func mustParse(f *testing.F, y string) sim.File {
+	f.Helper()
+	file, err := sim.Parse("tiny.yaml", []byte(y))
+	if err != nil {
+		f.Fatal(err)
+	}
+	return file
 }
