@@ -120,6 +120,7 @@ type Budget struct {
 	// Owned by the background goroutine (by New before it starts).
 	seq          int64
 	gen          string
+	seen         int64 // the version of gen at the last answer
 	pending      *message
 	borrowed     int64     // token bucket: taken from the pool's share on fallback, not yet settled
 	borrowMark   time.Time // syncedAt when the process last borrowed
