@@ -428,3 +428,27 @@ func TestWatcherIgnoresOldAnnouncement(t *testing.T) {
 		t.Errorf("versions applied in turn: %v, want [1 2 3] (the replayed version 1 ignored)", got)
 	}
 }
+
+// TestClientOptionsDialAfterFailedDials: a client from ClientOptions that
+// failed to dial many times reaches Redis at its first command once Redis
+// is back (go-redis alone answers with the last dial error for up to a
+// second after PoolSize failed dials).
+func TestClientOptionsDialAfterFailedDials(t *testing.T) {
+	leakcheck.Check(t)
+	srv := redistest.Start(t)
+	rdb := newClient(t, srv.Addr())
+	srv.Kill()
+	for i := range 10 {
+		err := rdb.Ping(t.Context()).Err()
+		if err == nil {
+			t.Fatal("a ping reached a killed Redis")
+		}
+		if i == 0 && !strings.Contains(err.Error(), "dial tcp "+srv.Addr()) {
+			t.Errorf("the error does not name the dial: %v", err)
+		}
+	}
+	srv.Restart()
+	if err := rdb.Ping(t.Context()).Err(); err != nil {
+		t.Errorf("the first ping after Redis came back: %v", err)
+	}
+}
