@@ -33,8 +33,9 @@ type Config struct {
 	Spec budget.Spec `json:"spec" yaml:"spec"`
 
 	// FleetSize is the number of processes expected to share the budget
-	// [0: learned from the heartbeats in Redis]. The larger of the two is
-	// used to size a process's share when Redis cannot be reached.
+	// [0: learned from Redis, the most live processes seen over the last
+	// ten lease TTLs]. The larger of the two sizes a process's share when
+	// Redis cannot be reached (see [Budget.FleetSize]).
 	FleetSize int `json:"fleet_size,omitempty" yaml:"fleet_size,omitempty"`
 
 	// LeaseSize is what a process keeps at hand so that a retry costs no
@@ -48,7 +49,10 @@ type Config struct {
 
 	// LeaseTTL is how long Redis keeps a process's lease without hearing
 	// from it; then the lease's tokens go back to the pool [3s, at least
-	// 100ms]. A live process renews it every LeaseTTL/3.
+	// 100ms]. A live process renews it every LeaseTTL/3. It is also the
+	// probation of a state Redis creates or got from another server (the
+	// pool grants nothing meanwhile): processes sharing a key should share
+	// it.
 	LeaseTTL time.Duration `json:"lease_ttl,omitempty" yaml:"lease_ttl,omitempty"`
 
 	// Timeout bounds one round trip to Redis [50ms]. It is spent by the

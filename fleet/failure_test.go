@@ -84,7 +84,7 @@ func TestStateLossFreshProcessFirst(t *testing.T) {
 			fresh := cfg
 			fresh.ID = "fresh"
 			all := append(old, joinN(t, srv.Addr(), "loss-"+loss, 1, fresh)...)
-			after := storm(all, 2*cfg.LeaseTTL+hostspeed.Scale(300*time.Millisecond))
+			after := storm(all, cfg.LeaseTTL+hostspeed.Scale(400*time.Millisecond)) // past the probation
 			slack := all[0].LeaseSlack()
 			t.Logf("%d retries before the loss, %d after; bound (500 + slack %.0f) / 14 = %d", before, after, slack, int((500+slack)/14))
 			if before < 30 {
@@ -127,7 +127,7 @@ func TestStaleReplicaPromoted(t *testing.T) {
 	all := append(old, joinN(t, replica.Addr(), "stale", 1, fresh)...)
 	proxy.SetTarget(replica.Addr())
 	proxy.Unblock()
-	after := storm(all, 2*cfg.LeaseTTL+hostspeed.Scale(300*time.Millisecond))
+	after := storm(all, cfg.LeaseTTL+hostspeed.Scale(400*time.Millisecond)) // past the probation
 	slack := all[0].LeaseSlack()
 	t.Logf("%d retries before the failover, %d after; bound (500 + slack %.0f) / 14 = %d", before, after, slack, int((500+slack)/14))
 	if before < 30 {

@@ -24,7 +24,7 @@ type stormFleet struct {
 func newStormFleet(t *testing.T, key string) *stormFleet {
 	// Lease TTL: the probation of a state built again. Long enough for
 	// processes that fall back to try Redis several times within it.
-	return &stormFleet{t: t, key: key, ttl: hostspeed.Scale(time.Second)}
+	return &stormFleet{t: t, key: key, ttl: hostspeed.Scale(600 * time.Millisecond)}
 }
 
 // start starts one process on addr and waits until it joined (or fell
@@ -125,7 +125,7 @@ func TestMultiProcessRestartEmpty(t *testing.T) {
 	f.start(srv.Addr(), "fresh")
 	f.goAll()
 	proxy.Unblock()
-	time.Sleep(2*f.ttl + hostspeed.Scale(500*time.Millisecond))
+	time.Sleep(f.ttl + hostspeed.Scale(400*time.Millisecond)) // past the probation
 	tallies := f.stop()
 	if l := strings.Join(tallies[4].Log, "\n"); !strings.Contains(l, "created the shared state") {
 		t.Errorf("the fresh process did not reach Redis first:\n%s", l)
@@ -168,8 +168,23 @@ func TestMultiProcessFailover(t *testing.T) {
 			f.goAll()
 			proxy.SetTarget(replica.Addr())
 			proxy.Unblock()
-			time.Sleep(2*f.ttl + hostspeed.Scale(500*time.Millisecond))
-			f.stop()
+			time.Sleep(f.ttl + hostspeed.Scale(400*time.Millisecond)) // past the probation
+			tallies := f.stop()
+			// The fresh process reached the replica first, the others then
+			// told it what they knew.
+			want := map[string]string{"lost": "created the shared state", "stale": "written by another Redis server"}[c]
+			if l := strings.Join(tallies[4].Log, "\n"); !strings.Contains(l, want) {
+				t.Errorf("the fresh process's log does not say %q:\n%s", want, l)
+			}
+			if c == "stale" {
+				var logs string
+				for _, tl := range tallies[:4] {
+					logs += strings.Join(tl.Log, "\n") + "\n"
+				}
+				if !strings.Contains(logs, "older than what this process saw") {
+					t.Errorf("no process found the replica's state old:\n%s", logs)
+				}
+			}
 		})
 	}
 }

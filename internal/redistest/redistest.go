@@ -141,6 +141,7 @@ func (s *Server) start() error {
 		"--repl-diskless-sync-delay", "0",
 	}, s.extra...)
 	cmd := exec.Command(s.bin, args...)
+	dieWithParent(cmd)
 	var stderr bytes.Buffer
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
