@@ -55,13 +55,18 @@ local function show(v)
   local s = string.gsub(string.sub(v, 1, 32), '[^%w%p ]', '?')
   return '"' .. s .. '"'
 end
--- badint describes field f if it holds anything but an integer
-local function badint(f)
-  local v = redis.call('HGET', st, f)
-  if not v then return nil end
-  local x = tonumber(v)
-  if x and x == math.floor(x) and x > -1e15 and x < 1e15 then return nil end
-  return f .. ' = ' .. show(v)
+-- badints describes the first of the fields that holds anything but an
+-- integer (a field may be missing)
+local function badints(fields)
+  if #fields == 0 then return nil end
+  local v = redis.call('HMGET', st, unpack(fields))
+  for i, f in ipairs(fields) do
+    if v[i] then
+      local x = tonumber(v[i])
+      if not (x and x == math.floor(x) and x > -1e15 and x < 1e15) then return f .. ' = ' .. show(v[i]) end
+    end
+  end
+  return nil
 end
 local function gentime(g)
   local s, u = string.match(g or '', '^(%d+)%.(%d+)%.')
@@ -71,7 +76,8 @@ end
 `
 
 // syncState checks the state and builds it again when it must (through
-// kindbad, which each script defines first): it sets gen, ver, note (what
+// kindfields and deadfields, the integer fields of the kind and of a dead
+// lease, which each script defines first): it sets gen, ver, note (what
 // happened, for the process's log), frozen (the pool grants nothing) and
 // fill (the pool fills to the capacity now).
 const syncState = `
@@ -90,15 +96,13 @@ local function corrupt()
   end
   if not v[2] or not string.match(v[2], '^%S+$') then return 'gen = ' .. show(v[2] or '') end
   if v[3] and not string.match(v[3], '^%-?%d+ %-?%d+$') then return 'g:' .. id .. ' = ' .. show(v[3]) end
-  for _, f in ipairs({'ver', 'prob', 'fill', 'peak', 'peak_at', 's:' .. id, 'h:' .. id}) do
-    local b = badint(f)
-    if b then return b end
-  end
+  local fields = {'ver', 'prob', 'fill', 'peak', 'peak_at', 's:' .. id, 'h:' .. id}
+  for _, f in ipairs(kindfields()) do fields[#fields + 1] = f end
   for _, c in ipairs(redis.call('ZRANGEBYSCORE', mem, '-inf', now)) do
-    local b = badint('h:' .. c)
-    if b then return b end
+    fields[#fields + 1] = 'h:' .. c
+    for _, f in ipairs(deadfields(c)) do fields[#fields + 1] = f end
   end
-  return kindbad()
+  return badints(fields)
 end
 
 local why = corrupt()
@@ -225,13 +229,8 @@ var bucketScript = redis.NewScript(syncHead + `
 local kind = 'bucket'
 local cap, credit, borrowed = tonumber(A[13]), tonumber(A[14]), tonumber(A[15])
 local pool, held = 0, 0
-local function kindbad()
-  for _, f in ipairs({'pool', 'held', 'x:' .. id}) do
-    local b = badint(f)
-    if b then return b end
-  end
-  return nil
-end
+local function kindfields() return {'pool', 'held', 'x:' .. id} end
+local function deadfields(c) return {} end
 local function reclaim(c)
   local h = num(redis.call('HGET', st, 'h:' .. c))
   pool = pool + h
@@ -291,23 +290,15 @@ local kind = 'window'
 local width = tonumber(A[13])
 local n = math.floor(now_us / width)
 local first = n - 9
-local function kindbad()
-  for _, f in ipairs({'lo', 'ps:' .. id}) do
-    local b = badint(f)
-    if b then return b end
-  end
+local function kindfields()
+  local f = {'lo', 'ps:' .. id}
   for s = first, n do
-    for _, f in ipairs({'sq:' .. s, 'sr:' .. s}) do
-      local b = badint(f)
-      if b then return b end
-    end
+    f[#f + 1] = 'sq:' .. s
+    f[#f + 1] = 'sr:' .. s
   end
-  for _, c in ipairs(redis.call('ZRANGEBYSCORE', mem, '-inf', now)) do
-    local b = badint('ps:' .. c)
-    if b then return b end
-  end
-  return nil
+  return f
 end
+local function deadfields(c) return {'ps:' .. c} end
 local function slotdec(s, v)
   if s < first or s > n or v <= 0 then return end
   local f = 'sr:' .. s
