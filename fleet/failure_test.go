@@ -452,3 +452,53 @@ func TestClientOptionsDialAfterFailedDials(t *testing.T) {
 		t.Errorf("the first ping after Redis came back: %v", err)
 	}
 }
+
+// TestNewBudgetFillsAfterProbation: a budget new to Redis starts empty and
+// fills to the capacity one lease TTL later, by itself.
+func TestNewBudgetFillsAfterProbation(t *testing.T) {
+	leakcheck.Check(t)
+	srv := redistest.Start(t)
+	logger, logs := testLogger()
+	ttl := hostspeed.Scale(300 * time.Millisecond)
+	b := joinN(t, srv.Addr(), "probation", 1, Config{Spec: aws2026(t), Logger: logger, LeaseTTL: ttl, Timeout: hostspeed.Scale(200 * time.Millisecond)})[0]
+	joined := time.Now()
+	lv, err := Peek(t.Context(), newClient(t, srv.Addr()), "probation")
+	if err != nil || lv.Tokens != 0 || lv.Probation.IsZero() {
+		t.Fatalf("a new budget: %+v, %v; want empty, in probation", lv, err)
+	}
+	if _, ok := b.RetryAt(time.Now(), budget.Transient); ok {
+		t.Error("a retry granted during the probation")
+	}
+	waitFor(t, ttl+hostspeed.Scale(time.Second), "the lease after the probation", func() bool { return b.Stats().Hold == 28 })
+	if d := time.Since(joined); d < ttl {
+		t.Errorf("the pool filled %v after the first process joined, before the probation of %v ended", d, ttl)
+	}
+	lv, err = Peek(t.Context(), newClient(t, srv.Addr()), "probation")
+	if err != nil || lv.Tokens != 500 || !lv.Probation.IsZero() {
+		t.Errorf("after the probation: %+v, %v; want 500 tokens", lv, err)
+	}
+	if !strings.Contains(logs.String(), "the pool filled to the capacity") {
+		t.Errorf("the log does not say the pool filled:\n%s", logs.String())
+	}
+}
+
+// TestCorruptWindowRepaired: the window's fields are checked too.
+func TestCorruptWindowRepaired(t *testing.T) {
+	leakcheck.Check(t)
+	srv := redistest.Start(t)
+	logger, logs := testLogger()
+	spec := budget.Spec{Kind: budget.KindWindow, Window: time.Second, Ratio: 0.5}
+	b := joinN(t, srv.Addr(), "corrupt-window", 1, Config{Spec: spec, Logger: logger, Timeout: hostspeed.Scale(200 * time.Millisecond), FlushEvery: 10})[0]
+	srv.MustDo("HSET", "stormguard:budget:{corrupt-window}", "lo", "x")
+	rt := b.Stats().RoundTrips
+	for range 20 {
+		b.BeginAt(time.Now())
+	}
+	waitFor(t, hostspeed.Scale(2*time.Second), "a round trip", func() bool { return b.Stats().RoundTrips > rt+1 })
+	if s := b.Stats(); s.Fallbacks != 0 || !strings.Contains(logs.String(), "corrupt=\"lo = \\\"x\\\"\"") {
+		t.Errorf("stats %+v; log:\n%s", s, logs.String())
+	}
+	if lv, err := Peek(t.Context(), newClient(t, srv.Addr()), "corrupt-window"); err != nil || lv.Kind != budget.KindWindow {
+		t.Errorf("after the repair: %+v, %v", lv, err)
+	}
+}
