@@ -27,6 +27,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -122,7 +123,10 @@ func timerFactor() float64 {
 	return float64(time.Since(start)) / float64(n*d*3/2)
 }
 
-var sinkV uint64
+// sinkV keeps the probes' arithmetic from being optimised away; atomic,
+// since every probe goroutine stores into it (a plain store is a data race
+// under -race).
+var sinkV atomic.Uint64
 
 //go:noinline
-func sink(x uint64) { sinkV = x }
+func sink(x uint64) { sinkV.Store(x) }
