@@ -24,7 +24,7 @@ func TestKillSwitchThreeProcesses(t *testing.T) {
 	var children [3]*child
 	for i := range children {
 		children[i] = startHelper(t, "dials", "STORMGUARD_REDIS_ADDR="+srv.Addr(), "STORMGUARD_DIALS="+name,
-			"STORMGUARD_TIMEOUT="+hostspeed.Scale(200*time.Millisecond).String())
+			"STORMGUARD_TIMEOUT="+redisTimeout().String())
 	}
 	for _, c := range children {
 		if l := c.next(t, 20*time.Second); l != "ready" {
@@ -89,7 +89,7 @@ func TestWatcherRedisRestart(t *testing.T) {
 	logger, _ := testLogger()
 	d := new(killswitch.Dials)
 	changes := make(chan DialsState, 10)
-	w, err := Watch(rdb, "restart", d, WatchConfig{PollInterval: 100 * time.Millisecond, Timeout: hostspeed.Scale(100 * time.Millisecond), Logger: logger, OnChange: func(s DialsState) { changes <- s }})
+	w, err := Watch(rdb, "restart", d, WatchConfig{PollInterval: 100 * time.Millisecond, Timeout: redisTimeout(), Logger: logger, OnChange: func(s DialsState) { changes <- s }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestWatcherLocalChangeStands(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := new(killswitch.Dials)
-	w, err := Watch(rdb, "local", d, WatchConfig{PollInterval: 20 * time.Millisecond, Timeout: hostspeed.Scale(100 * time.Millisecond), Logger: logger})
+	w, err := Watch(rdb, "local", d, WatchConfig{PollInterval: 20 * time.Millisecond, Timeout: redisTimeout(), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

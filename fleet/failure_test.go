@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -200,7 +201,7 @@ func TestCorruptStateRepaired(t *testing.T) {
 			logger, logs := testLogger()
 			key := "corrupt-" + c.name
 			prefill(t, srv.Addr(), key, aws2026(t))
-			b := joinN(t, srv.Addr(), key, 1, Config{Spec: aws2026(t), Logger: logger, Timeout: hostspeed.Scale(200 * time.Millisecond), RejoinInterval: 20 * time.Millisecond})[0]
+			b := joinN(t, srv.Addr(), key, 1, Config{Spec: aws2026(t), Logger: logger, Timeout: redisTimeout(), RejoinInterval: 20 * time.Millisecond})[0]
 			base := "stormguard:budget:{" + key + "}"
 			for _, cmd := range c.cmds {
 				args := make([]string, len(cmd))
@@ -249,7 +250,7 @@ func TestSpecChangeAfterLastProcess(t *testing.T) {
 	s1 := aws2026(t)
 	s2 := aws2026(t)
 	s2.Capacity = 1000
-	timeout := hostspeed.Scale(200 * time.Millisecond)
+	timeout := redisTimeout()
 
 	a, err := New(t.Context(), newClient(t, srv.Addr()), Config{Key: "respec", Spec: s1, Logger: logger, Timeout: timeout})
 	if err != nil {
@@ -276,18 +277,22 @@ func TestSpecChangeAfterLastProcess(t *testing.T) {
 	rdb.Close()
 	crashed := time.Now()
 	c.Close() // cannot reach Redis: the lease stays until it expires
-	if _, err := New(t.Context(), newClient(t, srv.Addr()), Config{Key: "respec", Spec: s1, Logger: logger, Timeout: timeout}); err == nil {
-		if time.Since(crashed) < ttl {
+	if d, err := New(t.Context(), newClient(t, srv.Addr()), Config{Key: "respec", Spec: s1, Logger: logger, Timeout: timeout}); err == nil {
+		mode := d.Mode()
+		d.Close()
+		if mode == ModeFleet && time.Since(crashed) < ttl {
 			t.Fatal("a new spec was accepted while a process of the old one held a live lease")
 		}
+	} else if !errors.Is(err, ErrSpecMismatch) {
+		t.Fatalf("New with the old spec's lease live: %v, want ErrSpecMismatch", err)
 	}
 	waitFor(t, ttl+hostspeed.Scale(time.Second), "the new spec to be accepted", func() bool {
 		d, err := New(t.Context(), newClient(t, srv.Addr()), Config{Key: "respec", Spec: s1, Logger: logger, Timeout: timeout})
 		if err != nil {
 			return false
 		}
-		d.Close()
-		return true
+		defer d.Close()
+		return d.Mode() == ModeFleet
 	})
 	t.Logf("accepted %v after the crash (lease TTL %v)", time.Since(crashed).Round(time.Millisecond), ttl)
 }
@@ -299,7 +304,7 @@ func TestMissingPasswordSaysAuthentication(t *testing.T) {
 	leakcheck.Check(t)
 	srv := redistest.Start(t, "--requirepass", "s3cret")
 	logger, logs := testLogger()
-	b, err := New(t.Context(), newClient(t, srv.Addr()), Config{Key: "auth", Spec: aws2026(t), Logger: logger, Timeout: hostspeed.Scale(200 * time.Millisecond)})
+	b, err := New(t.Context(), newClient(t, srv.Addr()), Config{Key: "auth", Spec: aws2026(t), Logger: logger, Timeout: redisTimeout()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +347,7 @@ func TestFallbackShareWithoutFleetSize(t *testing.T) {
 	t.Run("after a rebuild", func(t *testing.T) {
 		srv := redistest.Start(t)
 		logger, logs := testLogger()
-		bs := joinN(t, srv.Addr(), "learn", 3, Config{Spec: aws2026(t), Logger: logger, Timeout: hostspeed.Scale(200 * time.Millisecond)})
+		bs := joinN(t, srv.Addr(), "learn", 3, Config{Spec: aws2026(t), Logger: logger, Timeout: redisTimeout()})
 		// Each sees the three at its next round trip.
 		for _, b := range bs {
 			rt := b.Stats().RoundTrips
@@ -460,7 +465,7 @@ func TestNewBudgetFillsAfterProbation(t *testing.T) {
 	srv := redistest.Start(t)
 	logger, logs := testLogger()
 	ttl := hostspeed.Scale(300 * time.Millisecond)
-	b := joinN(t, srv.Addr(), "probation", 1, Config{Spec: aws2026(t), Logger: logger, LeaseTTL: ttl, Timeout: hostspeed.Scale(200 * time.Millisecond)})[0]
+	b := joinN(t, srv.Addr(), "probation", 1, Config{Spec: aws2026(t), Logger: logger, LeaseTTL: ttl, Timeout: redisTimeout()})[0]
 	joined := time.Now()
 	lv, err := Peek(t.Context(), newClient(t, srv.Addr()), "probation")
 	if err != nil || lv.Tokens != 0 || lv.Probation.IsZero() {
@@ -488,7 +493,7 @@ func TestCorruptWindowRepaired(t *testing.T) {
 	srv := redistest.Start(t)
 	logger, logs := testLogger()
 	spec := budget.Spec{Kind: budget.KindWindow, Window: time.Second, Ratio: 0.5}
-	b := joinN(t, srv.Addr(), "corrupt-window", 1, Config{Spec: spec, Logger: logger, Timeout: hostspeed.Scale(200 * time.Millisecond), FlushEvery: 10})[0]
+	b := joinN(t, srv.Addr(), "corrupt-window", 1, Config{Spec: spec, Logger: logger, Timeout: redisTimeout(), FlushEvery: 10})[0]
 	srv.MustDo("HSET", "stormguard:budget:{corrupt-window}", "lo", "x")
 	rt := b.Stats().RoundTrips
 	for range 20 {

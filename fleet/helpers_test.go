@@ -69,10 +69,15 @@ func testLogger() (*slog.Logger, *syncBuffer) {
 // newClient returns a go-redis client for addr, closed when the test ends.
 func newClient(t testing.TB, addr string) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(ClientOptions(addr, "", hostspeed.Scale(200*time.Millisecond)))
+	rdb := redis.NewClient(ClientOptions(addr, "", redisTimeout()))
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
 }
+
+// redisTimeout bounds the round trips of tests in which Redis answers: a
+// slow answer there is the host's slowness, not an outage, and must not
+// make a process fall back. Tests of outages set shorter timeouts.
+func redisTimeout() time.Duration { return hostspeed.Scale(time.Second) }
 
 // envTimeout is the timeout a helper process uses for Redis: the parent's
 // STORMGUARD_TIMEOUT (scaled to the host's speed), 200ms if unset.
@@ -99,12 +104,21 @@ func aws2026(t testing.TB) budget.Spec {
 // trip), and waits until every budget of bs has a full lease.
 func endProbation(t testing.TB, addr, key string, bs ...*Budget) {
 	t.Helper()
+	rdb := newClient(t, addr)
+	look := func() Level {
+		lv, _ := Peek(context.Background(), rdb, key)
+		return lv
+	}
+	// The state must exist: a field set on a missing key makes a hash
+	// without a spec, a corrupt state.
+	waitFor(t, hostspeed.Scale(5*time.Second), "the state to exist", func() bool { return look().Exists })
 	st := "stormguard:budget:{" + key + "}"
-	if err := newClient(t, addr).HSet(context.Background(), st, "prob", 1).Err(); err != nil {
+	if err := rdb.HSet(context.Background(), st, "prob", 1).Err(); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, hostspeed.Scale(5*time.Second), "the pool to fill", func() bool { lv := look(); return lv.Probation.IsZero() && lv.Tokens > 0 })
 	for _, b := range bs {
-		waitFor(t, hostspeed.Scale(3*time.Second), "a lease after the probation", func() bool { return b.hold.Load() >= b.want })
+		waitFor(t, hostspeed.Scale(5*time.Second), "a lease after the probation", func() bool { return b.Mode() == ModeFleet && b.hold.Load() >= b.want })
 	}
 }
 
@@ -113,7 +127,7 @@ func endProbation(t testing.TB, addr, key string, bs ...*Budget) {
 func prefill(t testing.TB, addr, key string, spec budget.Spec) {
 	t.Helper()
 	logger, _ := testLogger()
-	b, err := New(context.Background(), newClient(t, addr), Config{Key: key, Spec: spec, ID: "prefill", Logger: logger, Timeout: hostspeed.Scale(time.Second)})
+	b, err := New(context.Background(), newClient(t, addr), Config{Key: key, Spec: spec, ID: "prefill", Logger: logger, Timeout: redisTimeout()})
 	if err != nil {
 		t.Fatal(err)
 	}

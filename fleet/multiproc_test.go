@@ -55,9 +55,15 @@ func (f *stormFleet) goAll() {
 func (f *stormFleet) fill(srv *redistest.Server, n int) {
 	f.t.Helper()
 	st := "stormguard:budget:{" + f.key + "}"
+	deadline := time.Now().Add(hostspeed.Scale(5 * time.Second))
+	for srv.MustDo("EXISTS", st) != "1" { // a field set on a missing key would make a corrupt state
+		if time.Now().After(deadline) {
+			f.t.Fatal("the processes did not create the state")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	srv.MustDo("HSET", st, "prob", "1")
 	want := fmt.Sprint(n * 28000)
-	deadline := time.Now().Add(hostspeed.Scale(5 * time.Second))
 	for srv.MustDo("HGET", st, "held") != want {
 		if time.Now().After(deadline) {
 			f.t.Fatalf("the processes did not take their leases: %s", srv.MustDo("HGETALL", st))

@@ -40,7 +40,7 @@ func TestWithRetrier(t *testing.T) {
 	var retriers [2]*retry.Retrier
 	for i := range retriers {
 		rdb := newClient(t, srv.Addr())
-		b, err := New(ctx, rdb, Config{Key: "retrier", Spec: policy.Budget, FleetSize: 2, MaxWait: hostspeed.Scale(20 * time.Millisecond), Logger: logger, Timeout: hostspeed.Scale(time.Second)})
+		b, err := New(ctx, rdb, Config{Key: "retrier", Spec: policy.Budget, FleetSize: 2, MaxWait: hostspeed.Scale(20 * time.Millisecond), Logger: logger, Timeout: redisTimeout()})
 		if err != nil {
 			t.Fatal(err)
 		}
