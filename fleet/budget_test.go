@@ -405,10 +405,9 @@ func TestOutageKillRestart(t *testing.T) {
 	if over > slack {
 		t.Errorf("the fleet exceeded the budget by %.0f tokens, more than the lease slack %.0f", over, slack)
 	}
-	// MaxWait (2ms) and scheduling: a RetryAt never waits on Redis.
-	if bound := hostspeed.Scale(100 * time.Millisecond); total.MaxRetryWait > bound {
-		t.Errorf("a RetryAt took %v, more than %v", total.MaxRetryWait, bound)
-	}
+	// That a RetryAt never waits on Redis is checked where it can show, with
+	// Redis frozen (TestRetryAtBoundedWhileRedisHangs): here a round trip to
+	// a killed Redis fails at once, and a slow RetryAt is the host's.
 	for _, s := range []string{"falling back", "rejoined", "lost the shared state"} {
 		if !strings.Contains(logs.String(), s) {
 			t.Errorf("the log does not say %q", s)
@@ -453,8 +452,12 @@ func TestRetryAtBoundedWhileRedisHangs(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	t.Logf("slowest RetryAt %v; %d retries granted; %+v", slowest, granted, b.Stats())
-	if bound := hostspeed.Scale(100 * time.Millisecond); slowest > bound {
-		t.Errorf("a RetryAt waited %v on a frozen Redis, more than %v", slowest, bound)
+	// A RetryAt that waited on a round trip to the frozen Redis would take
+	// the whole Timeout; anything shorter than half of it is MaxWait (2ms)
+	// and the host's scheduling (under -race on a busy host, one RetryAt in
+	// thousands was seen to take 0.8s).
+	if bound := timeout / 2; slowest > bound {
+		t.Errorf("a RetryAt waited %v on a frozen Redis, more than half the round trip timeout %v", slowest, timeout)
 	}
 	if b.Mode() != ModeFallback {
 		t.Errorf("mode %v with Redis frozen", b.Mode())
