@@ -424,10 +424,17 @@ func TestWatcherIgnoresOldAnnouncement(t *testing.T) {
 	if _, err := SetDials(t.Context(), rdb, name, DialsChange{ShedFraction: ptr(0.5)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, hostspeed.Scale(2*time.Second), "version 3", func() bool { return w.Stats().Version == 3 })
+	// The versions applied, in turn, up to 3 (OnChange runs after Stats
+	// shows a version: read the channel, not Stats).
 	var got []int64
-	for len(applied) > 0 {
-		got = append(got, <-applied)
+	timeout := time.After(hostspeed.Scale(2 * time.Second))
+	for len(got) == 0 || got[len(got)-1] != 3 {
+		select {
+		case v := <-applied:
+			got = append(got, v)
+		case <-timeout:
+			t.Fatalf("version 3 not applied; applied %v", got)
+		}
 	}
 	if fmt.Sprint(got) != "[1 2 3]" {
 		t.Errorf("versions applied in turn: %v, want [1 2 3] (the replayed version 1 ignored)", got)
