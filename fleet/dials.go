@@ -197,10 +197,13 @@ const (
 // It applies a change as soon as it is announced on pub/sub, and reads the
 // dials every PollInterval as well, so a change reaches every process
 // within PollInterval + Timeout even when pub/sub is down. It applies the
-// fleet's state when that state changes (and once at start, if the dials
-// were ever set): a local change (an admin endpoint) stands until the
-// fleet's dials change again. While Redis is unreachable, or when it has
-// lost the dials, the local dials keep their value.
+// fleet's state when that state moves forward (and once at start, if the
+// dials were ever set): a later version in the same epoch, or a new epoch
+// (the dials were lost and set again). A late or replayed announcement of a
+// version already passed changes nothing. A local change (an admin
+// endpoint) stands until the fleet's dials change again. While Redis is
+// unreachable, or when it has lost the dials, the local dials keep their
+// value.
 //
 // Build one with [Watch]; stop it with [Watcher.Close].
 type Watcher struct {
