@@ -71,8 +71,9 @@ var ErrSpecMismatch = errors.New("fleet: the key holds a budget of another spec"
 // local budget sized to its share of the fleet (see [Mode]) and rejoins when
 // Redis answers again; what it spent meanwhile is accounted for on rejoin.
 //
-// The fleet may exceed the budget by at most [Budget.LeaseSlack]; the
-// package documentation says why. Budget implements [budget.Budget]: use it
+// The fleet spends at most the capacity, the rewards and
+// [Budget.LeaseSlack], through Redis restarts, flushes and failovers; the
+// package documentation states the bound and what can exceed it. Budget implements [budget.Budget]: use it
 // with retry.WithBudget. It is safe for concurrent use; RetryAt and EndAt
 // allocate nothing while the lease holds. Build one with [New] and stop its
 // goroutine with [Budget.Close].
