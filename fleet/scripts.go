@@ -148,10 +148,13 @@ if not cur[1] then
 else
   if cur[4] ~= run then
     -- written by another server (a failover, or a restart that loaded a
-    -- copy): it may be old, and only the processes can tell
-    if not redis.call('HGET', st, 'prob') then redis.call('HSET', st, 'prob', now + ttl) end
+    -- copy): it may be old, and only the processes can tell. (No srv: a
+    -- state of a stormguard that did not record it, trusted once.)
+    if cur[4] then
+      if not redis.call('HGET', st, 'prob') then redis.call('HSET', st, 'prob', now + ttl) end
+      note = 'moved'
+    end
     redis.call('HSET', st, 'srv', run)
-    note = 'moved'
   end
   if known ~= '' and known ~= gen then
     -- a process of an earlier state: this one was built again, not new
