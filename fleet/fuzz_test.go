@@ -98,6 +98,7 @@ func FuzzParseReply(f *testing.F) {
 		{gen: "1796162008.793610.p1", grant: 28000, a: 444000, b: 56000, live: 2, now: 1796162008793, ver: 3, peak: 2, avail: 444000, note: "created"},
 		{gen: "1.000002.x", grant: -14000, adj: -100000, a: -5000, b: 505000, live: 1, dup: true, now: 1, ver: 1, peak: 5, note: "corrupt: pool = \"abc\""},
 		{gen: "g", live: 0, note: "stale"},
+		{gen: "g", grant: math.MinInt64, a: math.MinInt64},
 	} {
 		f.Add(encodeValues(replyValues(r)))
 	}
@@ -134,6 +135,7 @@ func FuzzParseReply(f *testing.F) {
 func FuzzParsePeek(f *testing.F) {
 	now := int64(1796162008793)
 	for _, v := range [][]any{
+		{"token-bucket 500000 14000/5000/14000 1000 true", "g", int64(math.MinInt64), int64(0), int64(1), now, int64(0), int64(1), ""},
 		{"token-bucket 500000 14000/5000/14000 1000 true", "1796162008.793610.p1", int64(444000), int64(56000), int64(2), now, int64(0), int64(7), ""},
 		{"token-bucket 500000 14000/5000/14000 1000 true", "g", int64(0), int64(-98000), int64(1), now, now + 3000, int64(2), ""},
 		{"window 1000000 500000 0", "g", int64(200), int64(100000), int64(2), now, int64(0), int64(9), ""},

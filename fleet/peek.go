@@ -82,7 +82,7 @@ func parsePeek(v []any) (Level, error) {
 		n[i] = x
 	}
 	a, b, live, now, prob, ver := n[0], n[1], n[2], n[3], n[4], n[5]
-	if live < 0 || live > math.MaxInt32 || now < 0 || prob < 0 || ver < 0 || abs(a) > maxAmount || abs(b) > maxAmount || now > maxAmount || prob > maxAmount {
+	if live < 0 || live > math.MaxInt32 || now < 0 || prob < 0 || ver < 0 || !amount(a) || !amount(b) || now > maxAmount || prob > maxAmount {
 		return lv, fmt.Errorf("unexpected reply %v", n)
 	}
 	lv.ServerTime = time.UnixMilli(now)

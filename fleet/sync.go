@@ -175,7 +175,7 @@ func parseReply(v []any) (reply, error) {
 		return reply{}, fmt.Errorf("unexpected duplicate flag %d", n[5])
 	case r.live < 0 || r.peak < 0 || r.ver < 0 || r.avail < 0:
 		return reply{}, fmt.Errorf("unexpected negative count in reply %v", n)
-	case abs(r.grant) > maxAmount || abs(r.adj) > maxAmount || abs(r.a) > maxAmount || abs(r.b) > maxAmount || r.avail > maxAmount:
+	case !amount(r.grant) || !amount(r.adj) || !amount(r.a) || !amount(r.b) || !amount(r.avail):
 		return reply{}, fmt.Errorf("unexpected amount in reply %v", n)
 	}
 	return r, nil
@@ -185,12 +185,8 @@ func parseReply(v []any) (reply, error) {
 // scripts write stays far below it (capacities are at most 10⁶ tokens).
 const maxAmount = 1 << 50
 
-func abs(x int64) int64 {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
+// amount reports whether x is within ±maxAmount.
+func amount(x int64) bool { return x >= -maxAmount && x <= maxAmount }
 
 // apply takes an answer into account.
 func (b *Budget) apply(r reply) {
