@@ -20,6 +20,7 @@ func benchBudgets(b *testing.B) (local budget.Budget, fleet *Budget) {
 	}
 	srv := redistest.Start(b)
 	logger, _ := testLogger()
+	prefill(b, srv.Addr(), "bench", spec)
 	fleet, err = New(context.Background(), newClient(b, srv.Addr()), Config{Key: "bench", Spec: spec, Logger: logger})
 	if err != nil {
 		b.Fatal(err)

@@ -71,8 +71,9 @@ var ErrSpecMismatch = errors.New("fleet: the key holds a budget of another spec"
 // local budget sized to its share of the fleet (see [Mode]) and rejoins when
 // Redis answers again; what it spent meanwhile is accounted for on rejoin.
 //
-// The fleet may exceed the budget by at most [Budget.LeaseSlack]; the
-// package documentation says why. Budget implements [budget.Budget]: use it
+// The fleet spends at most the capacity, the rewards and
+// [Budget.LeaseSlack], through Redis restarts, flushes and failovers; the
+// package documentation states the bound and what can exceed it. Budget implements [budget.Budget]: use it
 // with retry.WithBudget. It is safe for concurrent use; RetryAt and EndAt
 // allocate nothing while the lease holds. Build one with [New] and stop its
 // goroutine with [Budget.Close].
@@ -120,6 +121,7 @@ type Budget struct {
 	// Owned by the background goroutine (by New before it starts).
 	seq          int64
 	gen          string
+	seen         int64 // the version of gen at the last answer
 	pending      *message
 	borrowed     int64     // token bucket: taken from the pool's share on fallback, not yet settled
 	borrowMark   time.Time // syncedAt when the process last borrowed
@@ -145,7 +147,9 @@ const failAfter = 2
 // fleet (bounded by cfg.Timeout and ctx) and starts the background
 // goroutine. If Redis cannot be reached, New still returns a working
 // budget, in [ModeFallback]; it fails only on an invalid Config, a nil
-// client or [ErrSpecMismatch].
+// client or [ErrSpecMismatch]. A budget new to Redis starts with an empty
+// pool, which fills to the capacity after one LeaseTTL (see the package
+// documentation: a state built again).
 //
 // rdb is shared, not owned: close it after [Budget.Close]. Build it with
 // [ClientOptions] so that timeouts bound the socket reads.
@@ -400,8 +404,10 @@ func (b *Budget) Mode() Mode { return Mode(b.mode.Load()) }
 func (b *Budget) Fallback() bool { return b.Mode().Fallback() }
 
 // FleetSize returns the number of processes the budget counts on: the
-// larger of Config.FleetSize and the live leases seen in Redis at the last
-// round trip, at least 1.
+// larger of Config.FleetSize and the most live processes Redis saw over
+// the last ten lease TTLs, as of the last round trip (a count that a
+// process keeps when Redis loses the state, and tells the state built
+// again), at least 1.
 func (b *Budget) FleetSize() int {
 	return int(max(int64(b.cfg.FleetSize), b.learned.Load(), 1))
 }
@@ -415,9 +421,9 @@ func (b *Budget) FleetSize() int {
 // when it dies or is cut off (Redis hands a dead process's lease back
 // after LeaseTTL, even the part it spent since its last round trip), and
 // what it borrows from its share of the pool when it falls back (at most
-// one lease). It holds while Redis answers every process or none; a
-// process cut off alone may spend up to its share more until it rejoins
-// and is charged for it. The package documentation gives the details.
+// one lease). The fleet spends at most capacity + rewards + LeaseSlack,
+// through Redis restarts, flushes and failovers; the package documentation
+// states the bound and what can exceed it.
 func (b *Budget) LeaseSlack() float64 {
 	return float64(int64(b.FleetSize())*2*b.want) / milliPerUnit
 }

@@ -1,12 +1,14 @@
 package fleet
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -31,8 +33,9 @@ type Config struct {
 	Spec budget.Spec `json:"spec" yaml:"spec"`
 
 	// FleetSize is the number of processes expected to share the budget
-	// [0: learned from the heartbeats in Redis]. The larger of the two is
-	// used to size a process's share when Redis cannot be reached.
+	// [0: learned from Redis, the most live processes seen over the last
+	// ten lease TTLs]. The larger of the two sizes a process's share when
+	// Redis cannot be reached (see [Budget.FleetSize]).
 	FleetSize int `json:"fleet_size,omitempty" yaml:"fleet_size,omitempty"`
 
 	// LeaseSize is what a process keeps at hand so that a retry costs no
@@ -46,7 +49,10 @@ type Config struct {
 
 	// LeaseTTL is how long Redis keeps a process's lease without hearing
 	// from it; then the lease's tokens go back to the pool [3s, at least
-	// 100ms]. A live process renews it every LeaseTTL/3.
+	// 100ms]. A live process renews it every LeaseTTL/3. It is also the
+	// probation of a state Redis creates or got from another server (the
+	// pool grants nothing meanwhile): processes sharing a key should share
+	// it.
 	LeaseTTL time.Duration `json:"lease_ttl,omitempty" yaml:"lease_ttl,omitempty"`
 
 	// Timeout bounds one round trip to Redis [50ms]. It is spent by the
@@ -73,11 +79,15 @@ type Config struct {
 	PollInterval time.Duration `json:"poll_interval,omitempty" yaml:"poll_interval,omitempty"`
 
 	// RejoinInterval is how often a process that fell back tries Redis
-	// again [250ms].
+	// again [250ms, or LeaseTTL/3 if shorter; at most LeaseTTL/3, so that a
+	// process that fell back reports within the probation of a state built
+	// again]. It rejoins within RejoinInterval and a round trip of Redis
+	// answering again (with a client from [ClientOptions]).
 	RejoinInterval time.Duration `json:"rejoin_interval,omitempty" yaml:"rejoin_interval,omitempty"`
 
-	// StateTTL is how long the shared state outlives the last process that
-	// touched it [24h].
+	// StateTTL is how long the shared state (the pool's level) outlives
+	// the last process that touched it [24h]. A process of another spec is
+	// accepted as soon as no live process holds a lease of the old one.
 	StateTTL time.Duration `json:"state_ttl,omitempty" yaml:"state_ttl,omitempty"`
 
 	// ID names this process in Redis [host-pid-random]. Two live Budgets
@@ -163,7 +173,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.FlushInterval = orDuration(c.FlushInterval, DefaultFlushInterval)
 	c.PollInterval = orDuration(c.PollInterval, DefaultPollInterval)
-	c.RejoinInterval = orDuration(c.RejoinInterval, DefaultRejoinInterval)
+	if c.RejoinInterval == 0 {
+		c.RejoinInterval = min(DefaultRejoinInterval, c.LeaseTTL/3)
+	}
+	if c.RejoinInterval > c.LeaseTTL/3 {
+		return c, invalidf("rejoin_interval (%v) must be at most lease_ttl/3 (%v): a process that fell back must report within the probation of a state built again", c.RejoinInterval, c.LeaseTTL/3)
+	}
 	c.StateTTL = orDuration(c.StateTTL, DefaultStateTTL)
 	for _, d := range []struct {
 		name string
@@ -245,13 +260,22 @@ func newID() string {
 // the returned value as needed (TLS, DB, Username) before
 // redis.NewClient.
 //
+// Its Dialer dials as go-redis does (with the TLSConfig and DialTimeout of
+// the returned value, read when it dials), with one difference: a failed
+// dial is reported on the connection's first read or write instead of as
+// a dial error. go-redis stops dialing after PoolSize failed dials and then
+// tries again only once a second, which would make a process rejoin up to a
+// second after Redis answers again; with this Dialer every attempt dials,
+// and a process rejoins within RejoinInterval. The error a command returns
+// is the dial's.
+//
 // The password is taken as given: read it from the environment or a secret
 // store, never from a file in a repository.
 func ClientOptions(addr, password string, timeout time.Duration) *redis.Options {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &redis.Options{
+	o := &redis.Options{
 		Addr:                     addr,
 		Password:                 password,
 		DialTimeout:              2 * timeout,
@@ -264,4 +288,40 @@ func ClientOptions(addr, password string, timeout time.Duration) *redis.Options 
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
+	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dial := *o
+		dial.Dialer = nil
+		c, err := redis.NewDialer(&dial)(ctx, network, addr)
+		if err != nil {
+			return failedConn{err: &dialError{err}}, nil
+		}
+		return c, nil
+	}
+	return o
 }
+
+// failedConn is a connection whose dial failed: every read and write
+// returns the dial's error.
+type failedConn struct{ err error }
+
+func (c failedConn) Read([]byte) (int, error)         { return 0, c.err }
+func (c failedConn) Write([]byte) (int, error)        { return 0, c.err }
+func (c failedConn) Close() error                     { return nil }
+func (c failedConn) LocalAddr() net.Addr              { return failedAddr{} }
+func (c failedConn) RemoteAddr() net.Addr             { return failedAddr{} }
+func (c failedConn) SetDeadline(time.Time) error      { return nil }
+func (c failedConn) SetReadDeadline(time.Time) error  { return nil }
+func (c failedConn) SetWriteDeadline(time.Time) error { return nil }
+
+type failedAddr struct{}
+
+func (failedAddr) Network() string { return "tcp" }
+func (failedAddr) String() string  { return "(not connected)" }
+
+// dialError wraps a dial's error once more, so that go-redis, which
+// unwraps the error of a connection's handshake once, reports the dial's
+// own (dial tcp ADDR: connect: connection refused).
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }

@@ -28,9 +28,14 @@ import (
 // DialsState is the fleet's dials as Redis holds them.
 type DialsState struct {
 	killswitch.State
-	// Version counts the changes; 0 means the dials were never set (or
-	// Redis lost them), and a Watcher then leaves the local dials alone.
-	Version int64     `json:"version"`
+	// Version counts the changes within an epoch; 0 means the dials were
+	// never set (or Redis lost them), and a Watcher then leaves the local
+	// dials alone.
+	Version int64 `json:"version"`
+	// Epoch is the Redis time (µs) at which the dials were first set, so
+	// that the versions of dials that Redis lost and were set again are
+	// told apart from those before; 0 for dials set before epochs existed.
+	Epoch   int64     `json:"epoch"`
 	Updated time.Time `json:"updated"` // by the Redis clock; zero if never set
 }
 
@@ -52,10 +57,13 @@ if ARGV[3] ~= '' then redis.call('HSET', h, 'shed_ppm', ARGV[3]) end
 if ARGV[4] ~= '' then redis.call('HSET', h, 'limit', ARGV[4]) end
 redis.call('HINCRBY', h, 'version', 1)
 local t = redis.call('TIME')
+if redis.call('HEXISTS', h, 'epoch') == 0 then
+  redis.call('HSET', h, 'epoch', t[1] .. string.format('%06d', tonumber(t[2])))
+end
 redis.call('HSET', h, 'updated_ms', t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)))
-local s = redis.call('HMGET', h, 'retries_off', 'shed_ppm', 'limit', 'version', 'updated_ms')
-local p = 'v1'
-for i = 1, 5 do p = p .. ' ' .. (s[i] or '0') end
+local s = redis.call('HMGET', h, 'retries_off', 'shed_ppm', 'limit', 'version', 'updated_ms', 'epoch')
+local p = 'v2'
+for i = 1, 6 do p = p .. ' ' .. (s[i] or '0') end
 redis.call('PUBLISH', ARGV[1], p)
 return p
 `)
@@ -102,12 +110,12 @@ func GetDials(ctx context.Context, rdb redis.UniversalClient, name string) (Dial
 	if err := checkName(name); err != nil {
 		return DialsState{}, err
 	}
-	v, err := rdb.HMGet(ctx, dialsKey(name), "retries_off", "shed_ppm", "limit", "version", "updated_ms").Result()
+	v, err := rdb.HMGet(ctx, dialsKey(name), "retries_off", "shed_ppm", "limit", "version", "updated_ms", "epoch").Result()
 	if err != nil {
 		return DialsState{}, fmt.Errorf("fleet: reading dials %q: %w", name, err)
 	}
 	var b strings.Builder
-	b.WriteString("v1")
+	b.WriteString("v2")
 	for _, x := range v {
 		s, _ := x.(string)
 		if s == "" {
@@ -125,21 +133,26 @@ func checkName(name string) error {
 	return nil
 }
 
-// parseDials reads "v1 retries_off shed_ppm limit version updated_ms".
+// parseDials reads "v2 retries_off shed_ppm limit version updated_ms
+// epoch", or "v1" and the first five (epoch 0), as the hash and the
+// announcements carry them.
 func parseDials(p string) (DialsState, error) {
+	if len(p) > 200 {
+		return DialsState{}, fmt.Errorf("fleet: unexpected dials of %d bytes", len(p))
+	}
 	f := strings.Fields(p)
-	if len(f) != 6 || f[0] != "v1" {
+	if !(len(f) == 7 && f[0] == "v2") && !(len(f) == 6 && f[0] == "v1") {
 		return DialsState{}, fmt.Errorf("fleet: unexpected dials %q", p)
 	}
-	var n [5]int64
-	for i := range n {
+	var n [6]int64
+	for i := range f[1:] {
 		x, err := strconv.ParseInt(f[i+1], 10, 64)
 		if err != nil {
 			return DialsState{}, fmt.Errorf("fleet: unexpected dials %q: %w", p, err)
 		}
 		n[i] = x
 	}
-	if n[1] < 0 || n[1] > 1e6 || n[2] < 0 || n[2] > killswitch.MaxLimitOverride {
+	if n[0] != 0 && n[0] != 1 || n[1] < 0 || n[1] > 1e6 || n[2] < 0 || n[2] > killswitch.MaxLimitOverride || n[3] < 0 || n[4] < 0 || n[5] < 0 {
 		return DialsState{}, fmt.Errorf("fleet: dials out of range %q", p)
 	}
 	s := DialsState{
@@ -149,6 +162,7 @@ func parseDials(p string) (DialsState, error) {
 			LimitOverride: int(n[2]),
 		},
 		Version: n[3],
+		Epoch:   n[5],
 	}
 	if n[4] > 0 {
 		s.Updated = time.UnixMilli(n[4])
@@ -183,10 +197,13 @@ const (
 // It applies a change as soon as it is announced on pub/sub, and reads the
 // dials every PollInterval as well, so a change reaches every process
 // within PollInterval + Timeout even when pub/sub is down. It applies the
-// fleet's state when that state changes (and once at start, if the dials
-// were ever set): a local change (an admin endpoint) stands until the
-// fleet's dials change again. While Redis is unreachable, or when it has
-// lost the dials, the local dials keep their value.
+// fleet's state when that state moves forward (and once at start, if the
+// dials were ever set): a later version in the same epoch, or a new epoch
+// (the dials were lost and set again). A late or replayed announcement of a
+// version already passed changes nothing. A local change (an admin
+// endpoint) stands until the fleet's dials change again. While Redis is
+// unreachable, or when it has lost the dials, the local dials keep their
+// value.
 //
 // Build one with [Watch]; stop it with [Watcher.Close].
 type Watcher struct {
@@ -291,7 +308,7 @@ func (w *Watcher) run() {
 		case *redis.Message:
 			w.connected.Store(true)
 			if s, err := parseDials(m.Payload); err == nil {
-				w.apply(s)
+				w.apply(s, true)
 			} else {
 				w.log.Warn("fleet dials: ignoring a malformed announcement", "err", err)
 			}
@@ -327,13 +344,22 @@ func (w *Watcher) poll() {
 	if !w.connected.Swap(true) {
 		w.log.Info("fleet dials: reading the dials from Redis")
 	}
-	w.apply(s)
+	w.apply(s, false)
 }
 
-// apply sets the local dials to s if s differs from the last fleet state
-// applied. A state never set (version 0) changes nothing.
-func (w *Watcher) apply(s DialsState) {
-	if s.Version == 0 || (s.State == w.last.State && s.Version == w.last.Version) {
+// apply sets the local dials to s if s moves forward from the last fleet
+// state applied: a later version of the same epoch, or another epoch (Redis
+// lost the dials and they were set again). An announcement of an older
+// epoch is late and ignored; a read of one is what Redis holds now (a
+// failover to a server that holds older dials) and is applied. A state
+// never set (version 0) changes nothing.
+func (w *Watcher) apply(s DialsState, announced bool) {
+	switch {
+	case s.Version == 0:
+		return
+	case s.Epoch == w.last.Epoch && s.Version <= w.last.Version:
+		return
+	case s.Epoch < w.last.Epoch && announced:
 		return
 	}
 	w.last = s

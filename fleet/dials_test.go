@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/internal/redistest"
 	"github.com/stormguard/stormguard/killswitch"
@@ -22,7 +23,8 @@ func TestKillSwitchThreeProcesses(t *testing.T) {
 	const name = "fleet-ks"
 	var children [3]*child
 	for i := range children {
-		children[i] = startHelper(t, "dials", "STORMGUARD_REDIS_ADDR="+srv.Addr(), "STORMGUARD_DIALS="+name)
+		children[i] = startHelper(t, "dials", "STORMGUARD_REDIS_ADDR="+srv.Addr(), "STORMGUARD_DIALS="+name,
+			"STORMGUARD_TIMEOUT="+redisTimeout().String())
 	}
 	for _, c := range children {
 		if l := c.next(t, 20*time.Second); l != "ready" {
@@ -49,8 +51,8 @@ func TestKillSwitchThreeProcesses(t *testing.T) {
 		}
 		slowest = max(slowest, lat)
 	}
-	if slowest > time.Second {
-		t.Errorf("the kill switch took %v to reach every process", slowest)
+	if bound := hostspeed.Scale(time.Second); slowest > bound {
+		t.Errorf("the kill switch took %v to reach every process, more than %v", slowest, bound)
 	}
 
 	// Through polling: the hash changes, nothing is published.
@@ -72,8 +74,9 @@ func TestKillSwitchThreeProcesses(t *testing.T) {
 		}
 		slowest = max(slowest, lat)
 	}
-	if slowest > time.Second {
-		t.Errorf("polling took %v to reach every process", slowest)
+	// PollInterval (500ms) and a read.
+	if bound := 500*time.Millisecond + hostspeed.Scale(500*time.Millisecond); slowest > bound {
+		t.Errorf("polling took %v to reach every process, more than %v", slowest, bound)
 	}
 }
 
@@ -86,12 +89,12 @@ func TestWatcherRedisRestart(t *testing.T) {
 	logger, _ := testLogger()
 	d := new(killswitch.Dials)
 	changes := make(chan DialsState, 10)
-	w, err := Watch(rdb, "restart", d, WatchConfig{PollInterval: 100 * time.Millisecond, Logger: logger, OnChange: func(s DialsState) { changes <- s }})
+	w, err := Watch(rdb, "restart", d, WatchConfig{PollInterval: 100 * time.Millisecond, Timeout: redisTimeout(), Logger: logger, OnChange: func(s DialsState) { changes <- s }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	waitFor(t, 2*time.Second, "the watcher to connect", func() bool { return w.Stats().Connected })
+	waitFor(t, hostspeed.Scale(2*time.Second), "the watcher to connect", func() bool { return w.Stats().Connected })
 	if _, err := SetDials(t.Context(), rdb, "restart", DialsChange{LimitOverride: ptr(7)}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,12 +103,12 @@ func TestWatcherRedisRestart(t *testing.T) {
 		t.Fatalf("limit override %d %t", l, ok)
 	}
 	srv.Kill()
-	waitFor(t, 2*time.Second, "the watcher to notice", func() bool { return !w.Stats().Connected })
+	waitFor(t, hostspeed.Scale(2*time.Second), "the watcher to notice", func() bool { return !w.Stats().Connected })
 	if l, _ := d.LimitOverride(); l != 7 {
 		t.Fatal("the dials changed while Redis was down")
 	}
 	srv.Restart()
-	waitFor(t, 3*time.Second, "the watcher to reconnect", func() bool { return w.Stats().Connected })
+	waitFor(t, hostspeed.Scale(3*time.Second), "the watcher to reconnect", func() bool { return w.Stats().Connected })
 	if l, _ := d.LimitOverride(); l != 7 {
 		t.Fatal("an empty Redis reset the dials")
 	}
@@ -119,8 +122,8 @@ func TestWatcherRedisRestart(t *testing.T) {
 		if !d.RetriesDisabled() || s.Version != 1 {
 			t.Errorf("after the restart: %+v, retries off %t", s, d.RetriesDisabled())
 		}
-	case <-time.After(time.Second):
-		t.Fatal("a change after the restart did not arrive within 1s")
+	case <-time.After(hostspeed.Scale(time.Second)):
+		t.Fatalf("a change after the restart did not arrive within %v", hostspeed.Scale(time.Second))
 	}
 }
 
@@ -135,23 +138,23 @@ func TestWatcherLocalChangeStands(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := new(killswitch.Dials)
-	w, err := Watch(rdb, "local", d, WatchConfig{PollInterval: 20 * time.Millisecond, Logger: logger})
+	w, err := Watch(rdb, "local", d, WatchConfig{PollInterval: 20 * time.Millisecond, Timeout: redisTimeout(), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	waitFor(t, 2*time.Second, "the fleet state at start", func() bool { return d.ShedFraction() == 0.1 })
+	waitFor(t, hostspeed.Scale(2*time.Second), "the fleet state at start", func() bool { return d.ShedFraction() == 0.1 })
 	if err := d.SetShedFraction(0.3); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // several polls
+	time.Sleep(hostspeed.Scale(100 * time.Millisecond)) // several polls
 	if f := d.ShedFraction(); f != 0.3 {
 		t.Fatalf("polling undid a local change: shed %g", f)
 	}
 	if _, err := SetDials(t.Context(), rdb, "local", DialsChange{ShedFraction: ptr(0.0)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "the fleet change", func() bool { return d.ShedFraction() == 0 })
+	waitFor(t, hostspeed.Scale(time.Second), "the fleet change", func() bool { return d.ShedFraction() == 0 })
 	if s := w.Stats(); s.Version != 2 || s.Applied != 2 {
 		t.Errorf("stats %+v", s)
 	}
@@ -181,7 +184,9 @@ func TestDialsErrors(t *testing.T) {
 	if _, err := Watch(rdb, "x", nil, WatchConfig{}); err == nil {
 		t.Error("Watch with nil dials")
 	}
-	if _, err := parseDials("v1 1 2000000 0 1 0"); err == nil {
-		t.Error("a shed fraction above 1 parsed")
+	for _, p := range []string{"v1 1 2000000 0 1 0", "v2 1 0 0 1 0 -5", "v2 2 0 0 1 0 0", "v2 1 0 0 -1 0 0", "v3 1 0 0 1 0 0", "v2 1 0 0 1 0"} {
+		if _, err := parseDials(p); err == nil {
+			t.Errorf("%q parsed", p)
+		}
 	}
 }

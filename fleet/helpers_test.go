@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/killswitch"
 )
 
@@ -68,9 +69,23 @@ func testLogger() (*slog.Logger, *syncBuffer) {
 // newClient returns a go-redis client for addr, closed when the test ends.
 func newClient(t testing.TB, addr string) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(ClientOptions(addr, "", 0))
+	rdb := redis.NewClient(ClientOptions(addr, "", redisTimeout()))
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
+}
+
+// redisTimeout bounds the round trips of tests in which Redis answers: a
+// slow answer there is the host's slowness, not an outage, and must not
+// make a process fall back. Tests of outages set shorter timeouts.
+func redisTimeout() time.Duration { return hostspeed.Scale(time.Second) }
+
+// envTimeout is the timeout a helper process uses for Redis: the parent's
+// STORMGUARD_TIMEOUT (scaled to the host's speed), 200ms if unset.
+func envTimeout() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("STORMGUARD_TIMEOUT")); err == nil {
+		return d
+	}
+	return 200 * time.Millisecond
 }
 
 // aws2026 is the spec most tests share: capacity 500, a transient retry
@@ -82,6 +97,48 @@ func aws2026(t testing.TB) budget.Spec {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// endProbation ends the probation of a new token bucket at once, as if its
+// lease TTL had passed (the pool fills to the capacity at the next round
+// trip), and waits until every budget of bs has a full lease.
+func endProbation(t testing.TB, addr, key string, bs ...*Budget) {
+	t.Helper()
+	rdb := newClient(t, addr)
+	look := func() Level {
+		lv, _ := Peek(context.Background(), rdb, key)
+		return lv
+	}
+	// The state must exist: a field set on a missing key makes a hash
+	// without a spec, a corrupt state.
+	waitFor(t, hostspeed.Scale(5*time.Second), "the state to exist", func() bool { return look().Exists })
+	st := "stormguard:budget:{" + key + "}"
+	if err := rdb.HSet(context.Background(), st, "prob", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, hostspeed.Scale(5*time.Second), "the pool to fill", func() bool { lv := look(); return lv.Probation.IsZero() && lv.Tokens > 0 })
+	for _, b := range bs {
+		waitFor(t, hostspeed.Scale(5*time.Second), "a lease after the probation", func() bool { return b.Mode() == ModeFleet && b.hold.Load() >= b.want })
+	}
+}
+
+// prefill leaves a token bucket of spec under key in Redis at addr, full,
+// with no process: as a fleet that has been running a while and stopped.
+func prefill(t testing.TB, addr, key string, spec budget.Spec) {
+	t.Helper()
+	logger, _ := testLogger()
+	b, err := New(context.Background(), newClient(t, addr), Config{Key: key, Spec: spec, ID: "prefill", Logger: logger, Timeout: redisTimeout()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endProbation(t, addr, key, b)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lv, err := Peek(context.Background(), newClient(t, addr), key)
+	if err != nil || lv.Tokens != lv.Capacity || lv.Held != 0 || lv.Processes != 0 {
+		t.Fatalf("prefilled: %+v, %v", lv, err)
+	}
 }
 
 // waitFor polls cond every millisecond until it holds or d passes.
@@ -108,6 +165,8 @@ type tally struct {
 	MaxRetryWait time.Duration `json:"max_retry_wait"`
 	Mode         string        `json:"mode"` // at the end
 	Stats        Stats         `json:"stats"`
+	Slack        float64       `json:"slack"` // LeaseSlack at the end
+	Log          []string      `json:"log"`   // the budget's log messages
 }
 
 // net is what the retries cost in the end.
@@ -252,6 +311,8 @@ func runHelper(mode string) int {
 		err = helperDials()
 	case "hold":
 		err = helperHold()
+	case "storm":
+		err = helperStorm()
 	default:
 		err = fmt.Errorf("unknown helper mode %q", mode)
 	}
@@ -266,13 +327,14 @@ func runHelper(mode string) int {
 // runs the workload for STORMGUARD_DURATION and prints its tally as JSON.
 func helperSpend() error {
 	spec, _ := budget.Preset("aws-2026")
-	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", 0))
+	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", envTimeout()))
 	defer rdb.Close()
+	timeout := envTimeout()
 	b, err := New(context.Background(), rdb, Config{
 		Key:       os.Getenv("STORMGUARD_KEY"),
 		Spec:      spec,
 		FleetSize: 3,
-		Timeout:   200 * time.Millisecond, // three processes under the race detector on a small machine
+		Timeout:   timeout, // three processes under the race detector on a small machine
 	})
 	if err != nil {
 		return err
@@ -306,8 +368,9 @@ func helperSpend() error {
 // and waits on stdin: the test kills it, as a crash would.
 func helperHold() error {
 	spec, _ := budget.Preset("aws-2026")
-	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", 0))
-	b, err := New(context.Background(), rdb, Config{Key: os.Getenv("STORMGUARD_KEY"), Spec: spec, LeaseTTL: 300 * time.Millisecond, Timeout: time.Second})
+	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", envTimeout()))
+	timeout := envTimeout()
+	b, err := New(context.Background(), rdb, Config{Key: os.Getenv("STORMGUARD_KEY"), Spec: spec, LeaseTTL: 300 * time.Millisecond, Timeout: timeout})
 	if err != nil {
 		return err
 	}
@@ -326,7 +389,7 @@ func helperHold() error {
 // has read them, then "change VERSION UNIXNANO" for every fleet state it
 // applies, until stdin closes.
 func helperDials() error {
-	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", 0))
+	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", envTimeout()))
 	defer rdb.Close()
 	var mu sync.Mutex
 	say := func(s string) {
@@ -336,7 +399,7 @@ func helperDials() error {
 	}
 	d := new(killswitch.Dials)
 	w, err := Watch(rdb, os.Getenv("STORMGUARD_DIALS"), d, WatchConfig{
-		Timeout: 200 * time.Millisecond,
+		Timeout: envTimeout(),
 		OnChange: func(s DialsState) {
 			// The local dials are already set: show what they say.
 			say(fmt.Sprintf("change %d %d %t %g", s.Version, time.Now().UnixNano(), d.RetriesDisabled(), d.ShedFraction()))
@@ -365,4 +428,58 @@ func parseChange(t *testing.T, line string) (version int64, at time.Time, off bo
 	off = f[3] == "true"
 	shed, _ = strconv.ParseFloat(f[4], 64)
 	return version, time.Unix(0, ns), off, shed
+}
+
+// helperStorm joins the budget STORMGUARD_KEY at STORMGUARD_REDIS_ADDR
+// (FleetSize STORMGUARD_FLEET_SIZE, LeaseTTL STORMGUARD_LEASE_TTL, Timeout
+// STORMGUARD_TIMEOUT, ID STORMGUARD_ID), prints "ready", waits for "go" on
+// stdin, then retries against a dependency that always fails until stdin
+// closes, and prints its tally as JSON, with its log messages.
+func helperStorm() error {
+	spec, _ := budget.Preset("aws-2026")
+	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", envTimeout()))
+	defer rdb.Close()
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	size, _ := strconv.Atoi(os.Getenv("STORMGUARD_FLEET_SIZE"))
+	ttl, err := time.ParseDuration(os.Getenv("STORMGUARD_LEASE_TTL"))
+	if err != nil {
+		return err
+	}
+	timeout := envTimeout()
+	b, err := New(context.Background(), rdb, Config{
+		Key: os.Getenv("STORMGUARD_KEY"), Spec: spec, FleetSize: size, LeaseTTL: ttl,
+		Timeout: timeout, ID: os.Getenv("STORMGUARD_ID"), Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	if !in.Scan() || in.Text() != "go" {
+		return fmt.Errorf("no go")
+	}
+	stop := make(chan struct{})
+	go func() {
+		for in.Scan() {
+		}
+		close(stop)
+	}()
+	w := workload{pFirst: 0, pRetry: 0, cost: 14, reward: 1, pause: 500 * time.Microsecond}
+	t := w.run(b, uint64(os.Getpid()), time.Now().Add(time.Hour), stop)
+	t.Mode = b.Mode().String()
+	t.Stats = b.Stats()
+	t.Slack = b.LeaseSlack()
+	_ = b.Close()
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if i := strings.Index(l, "msg="); i >= 0 {
+			t.Log = append(t.Log, l[i:])
+		}
+	}
+	out, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(out))
+	return nil
 }

@@ -23,6 +23,11 @@ type Level struct {
 	Generation string      `json:"generation,omitempty"` // changes when the state is built again
 	Processes  int         `json:"processes"`            // live leases
 	ServerTime time.Time   `json:"server_time"`
+	Version    int64       `json:"version,omitempty"` // messages applied in this generation
+	// Probation, if not zero, is when the probation of a state built
+	// again or moved to another server ends: until then the pool grants
+	// nothing (see the package documentation).
+	Probation time.Time `json:"probation,omitzero"`
 
 	// Token bucket, in tokens. Tokens = Pool + Held, within [0, Capacity]
 	// (Pool is negative while the processes hold more than the capacity
@@ -41,50 +46,95 @@ type Level struct {
 }
 
 // Peek reads the state of the budget named key without changing it, with
-// the time of the Redis server. It is what `stormguard fleet show` prints.
+// the time of the Redis server. It is what `stormguard fleet show` prints. A
+// state that is corrupt is reported as such (the next round trip of a
+// process rebuilds it).
 func Peek(ctx context.Context, rdb redis.UniversalClient, key string) (Level, error) {
 	base := "stormguard:budget:{" + key + "}"
 	v, err := peekScript.Run(ctx, rdb, []string{base, base + ":members"}).Slice()
 	if err != nil {
 		return Level{}, fmt.Errorf("fleet: reading budget %q: %w", key, err)
 	}
-	if len(v) < 6 {
-		return Level{}, fmt.Errorf("fleet: reading budget %q: unexpected reply %v", key, v)
+	lv, err := parsePeek(v)
+	lv.Key = key
+	if err != nil {
+		return lv, fmt.Errorf("fleet: budget %q: %w", key, err)
 	}
-	lv := Level{Key: key}
-	if ms, ok := v[5].(int64); ok {
-		lv.ServerTime = time.UnixMilli(ms)
+	return lv, nil
+}
+
+// peekLen is the length of the peek script's reply.
+const peekLen = 9
+
+// parsePeek reads spec, gen, a, b, live, now, probation, version and what
+// is corrupt, as the peek script returns them.
+func parsePeek(v []any) (Level, error) {
+	var lv Level
+	if len(v) != peekLen {
+		return lv, fmt.Errorf("unexpected reply of %d fields, want %d", len(v), peekLen)
 	}
-	spec, ok := v[0].(string)
+	var n [6]int64 // a, b, live, now, probation, version
+	for i, j := range []int{2, 3, 4, 5, 6, 7} {
+		x, ok := v[j].(int64)
+		if !ok {
+			return lv, fmt.Errorf("unexpected reply field %d: %.40q", j, fmt.Sprint(v[j]))
+		}
+		n[i] = x
+	}
+	a, b, live, now, prob, ver := n[0], n[1], n[2], n[3], n[4], n[5]
+	if live < 0 || live > math.MaxInt32 || now < 0 || prob < 0 || ver < 0 || !amount(a) || !amount(b) || now > maxAmount || prob > maxAmount {
+		return lv, fmt.Errorf("unexpected reply %v", n)
+	}
+	lv.ServerTime = time.UnixMilli(now)
+	bad, ok := v[8].(string)
 	if !ok {
+		return lv, fmt.Errorf("unexpected reply field 8: %.40q", fmt.Sprint(v[8]))
+	}
+	spec, _ := v[0].(string)
+	lv.Generation, _ = v[1].(string)
+	if bad != "" {
+		lv.Exists = true
+		return lv, fmt.Errorf("the state in Redis is corrupt (%.60s); the next round trip of a process rebuilds it", bad)
+	}
+	if v[0] == nil {
 		return lv, nil
 	}
 	lv.Exists = true
-	lv.Generation, _ = v[1].(string)
-	a, _ := v[2].(int64)
-	b, _ := v[3].(int64)
-	live, _ := v[4].(int64)
 	lv.Processes = int(live)
+	lv.Version = ver
+	if prob > now {
+		lv.Probation = time.UnixMilli(prob)
+	}
 	f := strings.Fields(spec)
+	num := func(s string) (int64, bool) {
+		x, err := strconv.ParseInt(s, 10, 64)
+		return x, err == nil && x >= 0 && x <= maxAmount
+	}
 	switch {
 	case len(f) == 5 && f[0] == string(budget.KindTokenBucket):
+		capacity, ok := num(f[1])
+		if !ok {
+			break
+		}
 		lv.Kind = budget.KindTokenBucket
-		capacity, _ := strconv.ParseInt(f[1], 10, 64)
 		lv.Capacity = float64(capacity) / milliPerUnit
 		lv.Pool = float64(a) / milliPerUnit
 		lv.Held = float64(b) / milliPerUnit
 		lv.Tokens = lv.Pool + lv.Held
+		return lv, nil
 	case len(f) == 4 && f[0] == string(budget.KindWindow):
+		width, ok1 := num(f[1])
+		ratio, ok2 := num(f[2])
+		floor, ok3 := num(f[3])
+		if !ok1 || !ok2 || !ok3 || width > int64(time.Hour/time.Microsecond) {
+			break
+		}
 		lv.Kind = budget.KindWindow
-		width, _ := strconv.ParseInt(f[1], 10, 64)
-		ratio, _ := strconv.ParseInt(f[2], 10, 64)
-		floor, _ := strconv.ParseInt(f[3], 10, 64)
 		lv.Window = 10 * time.Duration(width) * time.Microsecond
 		lv.Requests = a
 		lv.Retries = float64(b) / milliPerUnit
 		lv.Allowed = math.Floor((float64(ratio)*float64(a) + float64(floor)) / 1e6)
-	default:
-		return lv, fmt.Errorf("fleet: budget %q holds an unknown spec %q", key, spec)
+		return lv, nil
 	}
-	return lv, nil
+	return lv, fmt.Errorf("unknown spec %.80q", spec)
 }

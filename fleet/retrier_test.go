@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/internal/redistest"
 	"github.com/stormguard/stormguard/killswitch"
@@ -34,11 +35,12 @@ func TestWithRetrier(t *testing.T) {
 		return 0, false
 	})
 	logger, _ := testLogger()
+	prefill(t, srv.Addr(), "retrier", policy.Budget)
 	dials := new(killswitch.Dials)
 	var retriers [2]*retry.Retrier
 	for i := range retriers {
 		rdb := newClient(t, srv.Addr())
-		b, err := New(ctx, rdb, Config{Key: "retrier", Spec: policy.Budget, FleetSize: 2, MaxWait: 20 * time.Millisecond, Logger: logger, Timeout: time.Second})
+		b, err := New(ctx, rdb, Config{Key: "retrier", Spec: policy.Budget, FleetSize: 2, MaxWait: hostspeed.Scale(20 * time.Millisecond), Logger: logger, Timeout: redisTimeout()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +73,7 @@ func TestWithRetrier(t *testing.T) {
 	if _, err := SetDials(ctx, newClient(t, srv.Addr()), "retrier", DialsChange{RetriesOff: ptr(true)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "the kill switch", dials.RetriesDisabled)
+	waitFor(t, hostspeed.Scale(time.Second), "the kill switch", dials.RetriesDisabled)
 	err = retry.Do(ctx, retriers[0], func(context.Context) error { return failing })
 	if !errors.Is(err, retry.ErrRetriesDisabled) {
 		t.Errorf("with retries off: %v", err)

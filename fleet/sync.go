@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/stormguard/stormguard/budget"
 )
 
@@ -23,6 +25,8 @@ type message struct {
 	leave    bool
 	credit   int64 // token bucket: rewards earned
 	borrowed int64 // token bucket: taken from the pool's share on fallback
+	seen     int64 // the highest version of the known generation seen
+	peak     int64 // the live processes known
 	reqs     int64 // window: requests
 	fbReqs   int64 // window: requests and retries counted during fallback
 	fbRets   int64
@@ -33,8 +37,13 @@ type reply struct {
 	gen        string
 	grant, adj int64 // added to the lease
 	a, b       int64 // pool and held (token bucket); requests and milli-retries in the window
-	live       int64
+	live       int64 // live leases
 	dup        bool
+	now        int64 // server time, ms
+	ver        int64 // version of the state (messages applied in this generation)
+	peak       int64 // the most live processes seen lately
+	avail      int64 // what the fleet could grant now (0 during a probation)
+	note       string
 }
 
 // build takes what accumulated since the last message.
@@ -48,6 +57,8 @@ func (b *Budget) build(leave bool) *message {
 		leave:    leave,
 		credit:   b.credit.Swap(0),
 		borrowed: b.borrowed,
+		seen:     b.seen,
+		peak:     b.learned.Load(),
 		reqs:     b.reqs.Swap(0),
 		fbReqs:   b.fbReqs,
 		fbRets:   b.fbRets,
@@ -81,20 +92,22 @@ func (b *Budget) call(ctx context.Context, m *message) (reply, error) {
 	args := []any{
 		b.spec, b.cfg.ID, m.seq, m.known, m.snapshot, m.want,
 		b.cfg.LeaseTTL.Milliseconds(), b.cfg.StateTTL.Milliseconds(), leave, reclaimMemory.Milliseconds(),
+		m.seen, max(m.peak, 1),
 	}
 	if b.kind == budget.KindTokenBucket {
 		args = append(args, b.capacity, m.credit, m.borrowed)
 	} else {
 		args = append(args, b.widthUS, b.ratioMicro, b.floorMicro, m.reqs, m.fbReqs, m.fbRets)
 	}
+	packed := make([]string, len(args))
+	for i, a := range args {
+		packed[i] = fmt.Sprint(a)
+	}
 	b.roundTrips.Add(1)
-	vals, err := b.script.Run(ctx, b.rdb, b.keys, args...).Slice()
+	vals, err := b.script.Run(ctx, b.rdb, b.keys, strings.Join(packed, "\n")).Slice()
 	if err != nil {
 		b.failures.Add(1)
-		if strings.HasPrefix(err.Error(), "STORMGUARD_SPEC") {
-			return reply{}, fmt.Errorf("%w: %s", ErrSpecMismatch, strings.TrimPrefix(err.Error(), "STORMGUARD_SPEC "))
-		}
-		return reply{}, fmt.Errorf("fleet: budget %q: round trip to Redis: %w", b.cfg.Key, err)
+		return reply{}, roundTripError(b.cfg.Key, err)
 	}
 	r, err := parseReply(vals)
 	if err != nil {
@@ -104,50 +117,121 @@ func (b *Budget) call(ctx context.Context, m *message) (reply, error) {
 	return r, nil
 }
 
-// parseReply reads gen, grant, adj, a, b, live, dup, now.
+// roundTripError describes a failed round trip: another spec, missing or
+// wrong credentials, or Redis unreachable or refusing.
+func roundTripError(key string, err error) error {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return fmt.Errorf("fleet: budget %q: round trip to Redis: %w", key, err)
+	}
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "STORMGUARD_SPEC "):
+		return fmt.Errorf("%w: Redis holds %s", ErrSpecMismatch, strings.TrimPrefix(msg, "STORMGUARD_SPEC "))
+	case strings.HasPrefix(msg, "NOAUTH") || strings.Contains(msg, "unauthenticated"):
+		// Redis 6 and later answer a long command from a client that has
+		// not authenticated with a protocol error, not NOAUTH.
+		return fmt.Errorf("%w (NOAUTH) for budget %q: give the Redis client its password (fleet.ClientOptions; from STORMGUARD_REDIS_PASSWORD, say): Redis said: %w", ErrAuth, key, err)
+	case strings.HasPrefix(msg, "WRONGPASS"):
+		return fmt.Errorf("%w for budget %q: the user or password is wrong (WRONGPASS): Redis said: %w", ErrAuth, key, err)
+	}
+	return fmt.Errorf("fleet: budget %q: Redis answered the round trip with an error: %w", key, err)
+}
+
+// ErrAuth is wrapped by the errors of round trips that Redis refused for
+// want of valid credentials: the process falls back, and its log says that
+// authentication is required rather than that Redis is unreachable.
+var ErrAuth = errors.New("fleet: Redis requires authentication")
+
+// replyLen is the length of a sync script's reply.
+const replyLen = 12
+
+// parseReply reads gen, grant, adj, a, b, live, dup, now, ver, peak, avail
+// and note, as the sync scripts return them.
 func parseReply(v []any) (reply, error) {
-	if len(v) < 7 {
-		return reply{}, fmt.Errorf("unexpected reply %v", v)
+	if len(v) != replyLen {
+		return reply{}, fmt.Errorf("unexpected reply of %d fields, want %d", len(v), replyLen)
 	}
 	gen, ok := v[0].(string)
-	if !ok {
-		return reply{}, fmt.Errorf("unexpected generation %v", v[0])
+	if !ok || gen == "" || strings.ContainsAny(gen, " \t\r\n") {
+		return reply{}, fmt.Errorf("unexpected generation %.40q", fmt.Sprint(v[0]))
 	}
-	var n [6]int64
+	var n [replyLen - 2]int64
 	for i := range n {
 		x, ok := v[i+1].(int64)
 		if !ok {
-			return reply{}, fmt.Errorf("unexpected reply field %d: %v", i+1, v[i+1])
+			return reply{}, fmt.Errorf("unexpected reply field %d: %.40q", i+1, fmt.Sprint(v[i+1]))
 		}
 		n[i] = x
 	}
-	return reply{gen: gen, grant: n[0], adj: n[1], a: n[2], b: n[3], live: n[4], dup: n[5] != 0}, nil
+	note, ok := v[replyLen-1].(string)
+	if !ok {
+		return reply{}, fmt.Errorf("unexpected note %.40q", fmt.Sprint(v[replyLen-1]))
+	}
+	r := reply{gen: gen, grant: n[0], adj: n[1], a: n[2], b: n[3], live: n[4], dup: n[5] != 0,
+		now: n[6], ver: n[7], peak: n[8], avail: n[9], note: note}
+	switch {
+	case n[5] != 0 && n[5] != 1:
+		return reply{}, fmt.Errorf("unexpected duplicate flag %d", n[5])
+	case r.live < 0 || r.peak < 0 || r.ver < 0 || r.avail < 0:
+		return reply{}, fmt.Errorf("unexpected negative count in reply %v", n)
+	case !amount(r.grant) || !amount(r.adj) || !amount(r.a) || !amount(r.b) || !amount(r.avail):
+		return reply{}, fmt.Errorf("unexpected amount in reply %v", n)
+	}
+	return r, nil
 }
+
+// maxAmount bounds the amounts of a reply, in milli-units: what the
+// scripts write stays far below it (capacities are at most 10⁶ tokens).
+const maxAmount = 1 << 50
+
+// amount reports whether x is within ±maxAmount.
+func amount(x int64) bool { return x >= -maxAmount && x <= maxAmount }
 
 // apply takes an answer into account.
 func (b *Budget) apply(r reply) {
+	b.report(r)
 	if b.gen != "" && r.gen != b.gen {
-		// Redis lost the state (a restart without persistence) and it was
-		// built again from what the processes hold: what this process
-		// borrowed from the old pool is its own now.
+		// A state built again from what the processes hold: what this
+		// process borrowed from the old pool is its own now. (What a
+		// process borrowed before it ever reached Redis is charged to the
+		// first state it joins, by its next message.)
 		b.borrowed = 0
-		b.log.Info("fleet budget: Redis lost the shared state; rebuilt from the leases of the live processes", "generation", r.gen)
 	}
 	b.gen = r.gen
+	b.seen = r.ver
 	b.hold.Add(r.grant + r.adj)
-	b.learned.Store(max(r.live, 1))
-	switch b.kind {
-	case budget.KindTokenBucket:
-		b.avail.Store(max(r.a, 0))
-	case budget.KindWindow:
-		allowed := int64(math.Floor((float64(b.ratioMicro)*float64(r.a)+float64(b.floorMicro))/1e6)) * milliPerUnit
-		b.avail.Store(max(allowed-r.b, 0))
-	}
+	b.learned.Store(max(r.live, r.peak, 1))
+	b.avail.Store(r.avail)
 	b.fails = 0
 	b.syncedAt = time.Now()
 	b.lastSync.Store(b.syncedAt.UnixNano())
 	next := make(chan struct{})
 	close(*b.refilled.Swap(&next))
+}
+
+// report logs what the script says happened to the state.
+func (b *Budget) report(r reply) {
+	changed := b.gen != "" && r.gen != b.gen
+	probation := "lease_ttl"
+	switch {
+	case r.note == "created" && b.kind == budget.KindTokenBucket:
+		b.log.Info("fleet budget: created the shared state; the pool stays empty for the probation (one lease TTL), then fills to the capacity unless a process of an earlier state reports", "generation", r.gen, probation, b.cfg.LeaseTTL)
+	case r.note == "created":
+		b.log.Info("fleet budget: created the shared state", "generation", r.gen)
+	case r.note == "lost" || (changed && r.note == ""):
+		b.log.Info("fleet budget: Redis lost the shared state; rebuilt from the leases of the live processes, not refilled", "generation", r.gen)
+	case r.note == "stale":
+		b.log.Warn("fleet budget: the shared state in Redis is older than what this process saw (a failover to a replica that lagged, or a restore from an old copy); rebuilt from the leases of the live processes, not refilled", "generation", r.gen)
+	case strings.HasPrefix(r.note, "corrupt: "):
+		b.log.Warn("fleet budget: the shared state in Redis was corrupt; rebuilt from the leases of the live processes, not refilled", "corrupt", strings.TrimPrefix(r.note, "corrupt: "), "generation", r.gen)
+	case r.note == "spec":
+		b.log.Info("fleet budget: replaced a budget of another spec that no live process uses", "generation", r.gen, probation, b.cfg.LeaseTTL)
+	case r.note == "moved":
+		b.log.Info("fleet budget: the shared state was written by another Redis server (a failover, or a restart that loaded a copy); the pool grants nothing for the probation while the processes report", probation, b.cfg.LeaseTTL)
+	case r.note == "filled":
+		b.log.Info("fleet budget: no process of an earlier state reported during the probation; the pool filled to the capacity", "generation", r.gen)
+	}
 }
 
 // run is the background goroutine.
@@ -242,8 +326,14 @@ func (b *Budget) enterFallback(reason error) {
 		switch {
 		case b.syncedAt.IsZero() && !b.borrowedFull:
 			// Never reached Redis: start with a full share, as a local
-			// bucket starts full. It is settled on joining.
+			// bucket starts full, when FleetSize says how many share the
+			// capacity; without it, the process cannot know how many
+			// others start with it, and starts with one lease. It is
+			// settled on joining.
 			borrow = limit - hold
+			if b.cfg.FleetSize == 0 {
+				borrow = min(b.want, limit) - hold
+			}
 			b.borrowedFull = true
 		case b.syncedAt.After(b.borrowMark):
 			// Borrow once per look at the pool, however often Redis flaps.
@@ -271,7 +361,17 @@ func (b *Budget) enterFallback(reason error) {
 	b.mode.Store(int32(ModeFallback))
 	b.fallbacks.Add(1)
 	b.lastTry = time.Now()
-	b.log.Warn("fleet budget: Redis unreachable, falling back to a local budget sized to this process's share",
+	what := "Redis unreachable"
+	var re redis.Error
+	switch {
+	case errors.Is(reason, ErrAuth):
+		what = "Redis requires authentication"
+	case errors.Is(reason, ErrSpecMismatch):
+		what = "the key holds a budget of another spec"
+	case errors.As(reason, &re):
+		what = "Redis answered with an error"
+	}
+	b.log.Warn("fleet budget: "+what+", falling back to a local budget sized to this process's share",
 		"mode", ModeFallback.String(), "share", fmt.Sprintf("1/%d", n), "err", reason)
 }
 

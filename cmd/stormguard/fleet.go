@@ -50,12 +50,16 @@ CONNECTION (flags win over the environment):
   --addr HOST:PORT     Redis address ($STORMGUARD_REDIS_ADDR, else
                        127.0.0.1:6379)
   --user NAME          Redis ACL user ($STORMGUARD_REDIS_USER, else none)
-  --password P         Redis password ($STORMGUARD_REDIS_PASSWORD, else
-                       none); prefer the environment variable, since a
-                       flag shows in the process list
+  --password-file F    read the Redis password from the file F (its first
+                       line); else from $STORMGUARD_REDIS_PASSWORD, else
+                       none
+  --password P         the password itself: avoid it, since every user of
+                       the machine sees it in the process list (a warning
+                       says so on stderr)
   --timeout D          give up on Redis after D (default 2s)
 
-The address and credentials are never read from a file.
+Keep a password file out of repositories and readable by its owner only
+(a warning says so if others can read it).
 
 Exit status: 0 success, 1 error (Redis unreachable or refusing),
 2 usage error.
@@ -63,16 +67,17 @@ Exit status: 0 success, 1 error (Redis unreachable or refusing),
 
 // fleetFlags are the flags shared by the fleet commands.
 type fleetFlags struct {
-	addr, user, password string
-	timeout              time.Duration
-	budget, dials        string
-	json                 bool
+	addr, user, password, passwordFile string
+	timeout                            time.Duration
+	budget, dials                      string
+	json                               bool
 }
 
 func (f *fleetFlags) set(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", "", "Redis `HOST:PORT`")
 	fs.StringVar(&f.user, "user", "", "Redis ACL user")
-	fs.StringVar(&f.password, "password", "", "Redis password")
+	fs.StringVar(&f.password, "password", "", "Redis password (shows in the process list)")
+	fs.StringVar(&f.passwordFile, "password-file", "", "read the Redis password from `FILE`")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Second, "give up on Redis after `D`")
 	fs.StringVar(&f.budget, "budget", "default", "the shared budget `NAME`")
 	fs.StringVar(&f.dials, "dials", "default", "the dials `NAME`")
@@ -80,11 +85,53 @@ func (f *fleetFlags) set(fs *flag.FlagSet) {
 }
 
 // client builds the Redis client from the flags, else the environment.
-func (f *fleetFlags) client() *redis.Client {
+func (f *fleetFlags) client(password string) *redis.Client {
 	addr := firstNonEmpty(f.addr, os.Getenv("STORMGUARD_REDIS_ADDR"), "127.0.0.1:6379")
-	opts := fleet.ClientOptions(addr, firstNonEmpty(f.password, os.Getenv("STORMGUARD_REDIS_PASSWORD")), f.timeout)
+	opts := fleet.ClientOptions(addr, password, f.timeout)
 	opts.Username = firstNonEmpty(f.user, os.Getenv("STORMGUARD_REDIS_USER"))
 	return redis.NewClient(opts)
+}
+
+// maxPasswordFile bounds what --password-file reads.
+const maxPasswordFile = 64 << 10
+
+// resolvePassword returns the password from --password-file, --password or
+// the environment, in that order, and writes warnings to stderr: a
+// password given on the command line, a file others can read.
+func (f *fleetFlags) resolvePassword(stderr io.Writer) (string, error) {
+	if f.passwordFile == "" {
+		if f.password != "" {
+			fmt.Fprintln(stderr, "stormguard fleet: warning: --password shows the password to every user of this machine (the process list); use STORMGUARD_REDIS_PASSWORD or --password-file")
+			return f.password, nil
+		}
+		return os.Getenv("STORMGUARD_REDIS_PASSWORD"), nil
+	}
+	file, err := os.Open(f.passwordFile)
+	if err != nil {
+		return "", fmt.Errorf("fleet: --password-file: %w", err)
+	}
+	defer file.Close()
+	if st, err := file.Stat(); err == nil {
+		if !st.Mode().IsRegular() {
+			return "", fmt.Errorf("fleet: --password-file %s: not a regular file", f.passwordFile)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(stderr, "stormguard fleet: warning: --password-file %s can be read by other users (mode %v); chmod 600 it\n", f.passwordFile, st.Mode().Perm())
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(file, maxPasswordFile+1))
+	if err != nil {
+		return "", fmt.Errorf("fleet: --password-file %s: %w", f.passwordFile, err)
+	}
+	if len(b) > maxPasswordFile {
+		return "", fmt.Errorf("fleet: --password-file %s: longer than %d bytes, not a password file", f.passwordFile, maxPasswordFile)
+	}
+	pw, _, _ := strings.Cut(string(b), "\n")
+	pw = strings.TrimSuffix(pw, "\r")
+	if pw == "" {
+		return "", fmt.Errorf("fleet: --password-file %s: the first line is empty", f.passwordFile)
+	}
+	return pw, nil
 }
 
 func firstNonEmpty(s ...string) string {
@@ -112,7 +159,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 var silenceRedis sync.Once
 
 // runFleet is `stormguard fleet`.
-func runFleet(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	silenceRedis.Do(func() { redis.SetLogger(quietRedis{}) })
 	if len(args) == 0 {
 		return usageError{"fleet: want a command, show or set (see stormguard fleet --help)"}
@@ -151,6 +198,8 @@ func runFleet(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return usageError{fmt.Sprintf("fleet %s takes no arguments, got %q (see stormguard fleet --help)", sub, fs.Args())}
 	case f.timeout <= 0:
 		return usageError{fmt.Sprintf("fleet %s: --timeout must be positive, got %v", sub, f.timeout)}
+	case f.password != "" && f.passwordFile != "":
+		return usageError{fmt.Sprintf("fleet %s: give --password-file or --password, not both", sub)}
 	}
 
 	var change fleet.DialsChange
@@ -175,12 +224,23 @@ func runFleet(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		}
 	}
 
-	rdb := f.client()
+	password, err := f.resolvePassword(stderr)
+	if err != nil {
+		return err
+	}
+	rdb := f.client(password)
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	addr := rdb.Options().Addr
 	if err := rdb.Ping(ctx).Err(); err != nil {
+		var re redis.Error
+		if errors.As(err, &re) {
+			if msg := err.Error(); strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "WRONGPASS") {
+				return fmt.Errorf("refused by Redis at %s, which requires authentication: %w (give the password in STORMGUARD_REDIS_PASSWORD or --password-file)", addr, err)
+			}
+			return fmt.Errorf("error from Redis at %s: %w", addr, err)
+		}
 		return fmt.Errorf("cannot reach Redis at %s: %w", addr, err)
 	}
 
@@ -245,12 +305,21 @@ func levelText(l fleet.Level) string {
 	case !l.Exists:
 		return "not in use (no process has joined it, or Redis lost it)"
 	case l.Kind == budget.KindTokenBucket:
-		return fmt.Sprintf("token bucket, %g of %g tokens (%g in the pool, %g leased to %s)",
-			l.Tokens, l.Capacity, l.Pool, l.Held, liveProcesses(l.Processes))
+		return fmt.Sprintf("token bucket, %g of %g tokens (%g in the pool, %g leased to %s)%s",
+			l.Tokens, l.Capacity, l.Pool, l.Held, liveProcesses(l.Processes), probationText(l))
 	default:
-		return fmt.Sprintf("window of %v, %g retries of %g allowed, %d requests (%s)",
-			l.Window, l.Retries, l.Allowed, l.Requests, liveProcesses(l.Processes))
+		return fmt.Sprintf("window of %v, %g retries of %g allowed, %d requests (%s)%s",
+			l.Window, l.Retries, l.Allowed, l.Requests, liveProcesses(l.Processes), probationText(l))
 	}
+}
+
+// probationText says how long the pool still grants nothing, if it is in a
+// probation.
+func probationText(l fleet.Level) string {
+	if l.Probation.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("; probation: no grants for %v more (a state new, built again or from another server)", l.Probation.Sub(l.ServerTime).Round(time.Millisecond))
 }
 
 // liveProcesses says "1 live process" or "N live processes".

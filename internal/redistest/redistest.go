@@ -10,8 +10,14 @@
 // so, unless the environment variable CI is "true": then it fails it, so that
 // CI cannot pass by skipping (.ci/run installs the Debian package).
 //
-// The helpers are safe for concurrent use; each Server is stopped by the
-// cleanup of the test that started it.
+// For failover tests, [StartReplica] starts a replica of a server and
+// [Server.Promote] makes it a primary (REPLICAOF NO ONE); a [Proxy] keeps the
+// clients on one address while the test moves them from one server to
+// another or cuts them off; [Server.Do] sends a test's own administrative
+// commands (FLUSHALL, REPLICAOF …).
+//
+// The helpers are safe for concurrent use; each Server and Proxy is stopped
+// by the cleanup of the test that started it.
 package redistest
 
 import (
@@ -130,8 +136,12 @@ func (s *Server) start() error {
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--loglevel", "warning",
+		// A replica's first sync starts at once, not after the default 5s
+		// wait for more replicas.
+		"--repl-diskless-sync-delay", "0",
 	}, s.extra...)
 	cmd := exec.Command(s.bin, args...)
+	dieWithParent(cmd)
 	var stderr bytes.Buffer
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr

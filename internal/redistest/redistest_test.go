@@ -1,10 +1,13 @@
 package redistest
 
 import (
+	"bufio"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeTB records what requireBinary says instead of stopping the test.
@@ -74,4 +77,92 @@ func TestStartWithPassword(t *testing.T) {
 	if err := ping(s.Addr()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestDoAndReplica(t *testing.T) {
+	p := Start(t, "--requirepass", "pw")
+	if got := p.MustDo("SET", "k", "v1"); got != "OK" {
+		t.Fatalf("SET: %q", got)
+	}
+	r := StartReplica(t, p)
+	waitValue := func(s *Server, want string) {
+		t.Helper()
+		for range 1000 {
+			if got, _ := s.Do("GET", "k"); got == want {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		t.Fatalf("GET k on %s never gave %q", s.Addr(), want)
+	}
+	waitValue(r, "v1")
+	if _, err := r.Do("SET", "k", "x"); err == nil || !strings.Contains(err.Error(), "READONLY") {
+		t.Errorf("SET on a replica: %v, want READONLY", err)
+	}
+	r.Promote()
+	p.MustDo("SET", "k", "v2") // no longer replicated
+	if got := r.MustDo("GET", "k"); got != "v1" {
+		t.Errorf("promoted replica holds %q, want the value it had, v1", got)
+	}
+	if got := r.MustDo("SET", "k", "v3"); got != "OK" {
+		t.Errorf("SET on the promoted replica: %q", got)
+	}
+	if got, err := r.Do("GET", "nothing"); err != nil || got != "" {
+		t.Errorf("GET of a missing key: %q %v", got, err)
+	}
+	if got := r.MustDo("RPUSH", "l", "a", "b"); got != "2" {
+		t.Errorf("RPUSH: %q", got)
+	}
+	if got := r.MustDo("LRANGE", "l", "0", "-1"); got != "a\nb" {
+		t.Errorf("LRANGE: %q", got)
+	}
+}
+
+func TestProxy(t *testing.T) {
+	a, b := Start(t), Start(t)
+	a.MustDo("SET", "who", "a")
+	b.MustDo("SET", "who", "b")
+	p := StartProxy(t, a.Addr())
+	via := &Server{tb: t, port: portOf(t, p.Addr())}
+	if got := via.MustDo("GET", "who"); got != "a" {
+		t.Fatalf("through the proxy: %q, want a", got)
+	}
+	// A connection held open across SetTarget is closed.
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := roundTrip(c, bufio.NewReader(c), "PING"); err != nil {
+		t.Fatal(err)
+	}
+	p.SetTarget(b.Addr())
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := roundTrip(c, bufio.NewReader(c), "PING"); err == nil {
+		t.Error("a connection survived SetTarget")
+	}
+	if got := via.MustDo("GET", "who"); got != "b" {
+		t.Errorf("after SetTarget: %q, want b", got)
+	}
+	p.Block()
+	if _, err := via.Do("GET", "who"); err == nil {
+		t.Error("a blocked proxy forwarded a command")
+	}
+	p.Unblock()
+	if got := via.MustDo("GET", "who"); got != "b" {
+		t.Errorf("after Unblock: %q, want b", got)
+	}
+}
+
+func portOf(t *testing.T, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
