@@ -61,6 +61,9 @@ func (g *graph) mechanismFindings(services []ServiceFigure) []Finding {
 				Numbers: map[string]float64{"refuse_cost_s": c.Seconds(), "served_at_twice_capacity_per_s": x, "capacity_per_s": sf.Capacity}})
 		}
 		out = append(out, g.hangFindings(i, sf)...)
+		if f, ok := g.blindAutoscaler(i, sf); ok {
+			out = append(out, f)
+		}
 		if cr := v.Crash; cr != nil && v.Capacity == nil {
 			q := v.Queue.Capacity
 			if q == 0 {
@@ -75,7 +78,60 @@ func (g *graph) mechanismFindings(services []ServiceFigure) []Finding {
 			}
 		}
 	}
+	if f, ok := g.offSwitch(); ok {
+		out = append(out, f)
+	}
 	return out
+}
+
+// blindAutoscaler: a CPU-keyed autoscaler on a service whose workers spend
+// most of a request waiting on its calls cannot see the tier overloaded:
+// when the calls slow down, workers wait longer, CPU falls, and it scales
+// down (Slack, 2021).
+func (g *graph) blindAutoscaler(i int, sf ServiceFigure) (Finding, bool) {
+	v := g.sc.Services[i]
+	a := v.Autoscale
+	if a == nil || a.Metric != "cpu" || sf.Hold <= 0 {
+		return Finding{}, false
+	}
+	local := v.ServiceTime.Average()
+	share := float64(local) / float64(sf.Hold)
+	if share >= 0.5 {
+		return Finding{}, false
+	}
+	return Finding{Rule: "cpu-blind-autoscaler", Severity: Warning, Where: sf.Name,
+		Message: fmt.Sprintf("%s's autoscaler reads CPU, but its workers spend %.0f%% of a request (%v of %v) waiting on calls: when the calls slow down its workers wait longer, its CPU falls, and the autoscaler scales an overloaded tier down.",
+			sf.Name, 100*(1-share), sf.Hold-local, sf.Hold),
+		Fix:     fmt.Sprintf("Key %s's autoscaler on in-flight concurrency or queue delay, which see the tier's overload; or bound how fast it scales down.", sf.Name),
+		Numbers: map[string]float64{"cpu_share_of_hold": share, "hold_s": sf.Hold.Seconds()}}, true
+}
+
+// offSwitch: layers retry and the runbook has no step that turns their
+// retries off, sheds or pauses them: "build the off switch before you need
+// it".
+func (g *graph) offSwitch() (Finding, bool) {
+	covered := map[string]bool{}
+	for _, a := range g.sc.Actions {
+		switch a.Kind {
+		case "retries-off", "shed", "pause":
+			covered[a.Target] = true
+		}
+	}
+	var layers []string
+	for _, e := range g.edges {
+		target := g.sc.Services[e.to].Name
+		if e.attempts() > 1 && !covered[e.caller] && !covered[target] {
+			layers = append(layers, e.name)
+		}
+	}
+	if len(layers) == 0 {
+		return Finding{}, false
+	}
+	return Finding{Rule: "no-off-switch", Severity: Info, Where: "runbook",
+		Message: fmt.Sprintf("%s retr%s, and no step of the scenario's runbook (actions) turns %s retries off, sheds or pauses them: removing load is the one recovery move that always works, and without a switch it is a code change in the middle of an incident.",
+			andList(layers), map[bool]string{true: "y", false: "ies"}[len(layers) > 1], map[bool]string{true: "their", false: "its"}[len(layers) > 1]),
+		Fix:     "Wire a kill switch (killswitch.Dials) into the retrying layers and rehearse it: add a retries-off or shed action to a run and check that it recovers.",
+		Numbers: map[string]float64{"layers": float64(len(layers))}}, true
 }
 
 // hangFindings: hung attempts, of the service's own hang or a hang

@@ -35,6 +35,8 @@ var Rules = []Rule{
 	{"hang-holds-workers", "warning: hung attempts held until their release, or with nothing to let them go, need more workers than the service has"},
 	{"crash-before-shed", "warning: a replica crashes at a queue length its queue reaches before shedding anything"},
 	{"costly-failures", "note: refusals cost work, so at twice its capacity a service serves less than its capacity"},
+	{"cpu-blind-autoscaler", "warning: an autoscaler reads CPU on a service whose workers spend most of a request waiting on calls"},
+	{"no-off-switch", "note: layers retry and no runbook step (actions) turns their retries off, sheds or pauses them"},
 }
 
 // findings checks every rule.

@@ -234,6 +234,18 @@ var ruleCases = []struct {
 	{"costly-failures: refusals cost work", "costly-failures",
 		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`,
 		[]string{`{name: db, workers: 10, service_time: {mean: 10ms}, failure_cost: {refuse: 2ms}}`}, []got{{Info, "db"}}},
+	{"cpu-blind-autoscaler: workers wait on a call", "cpu-blind-autoscaler",
+		`{name: users, target: web, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: web, workers: 10, service_time: {mean: 5ms}, calls: [{service: db}], autoscale: {metric: cpu, target: 0.5, max: 10}}`,
+			`{name: db, workers: 10, service_time: {mean: 50ms}}`}, []got{{Warning, "web"}}},
+	{"cpu-blind-autoscaler: concurrency", "cpu-blind-autoscaler",
+		`{name: users, target: web, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: web, workers: 10, service_time: {mean: 5ms}, calls: [{service: db}], autoscale: {metric: concurrency, target: 5, max: 10}}`,
+			`{name: db, workers: 10, service_time: {mean: 50ms}}`}, nil},
+	{"no-off-switch: a layer retries", "no-off-switch",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`, []string{leaf}, []got{{Info, "runbook"}}},
+	{"no-off-switch: nothing retries", "no-off-switch",
+		`{name: users, target: db, arrivals: {rate: 1}, policy: {preset: naive, max_attempts: 1}}`, []string{leaf}, nil},
 	{"costly-failures: free refusals", "costly-failures",
 		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`, []string{leaf}, nil},
 }
@@ -311,3 +323,18 @@ func TestMechanismCapacity(t *testing.T) {
 }
 
 func diff(a, b float64) bool { return a-b > 1e-9*max(1, b) || b-a > 1e-9*max(1, b) }
+
+// TestOffSwitchCovered: a runbook step that turns a layer's retries off
+// (or sheds or pauses its target) is its off switch.
+func TestOffSwitchCovered(t *testing.T) {
+	for _, step := range []string{"{at: 10s, kind: retries-off, target: users}", "{at: 10s, kind: shed, target: db, value: 0.5}", "{at: 10s, kind: pause, target: db}"} {
+		f, err := sim.Parse("t.yaml", []byte("name: t\nclients: [{name: users, target: db, arrivals: {rate: 1}, policy: naive}]\n"+
+			"services: [{name: db, workers: 10, service_time: {mean: 1ms}}]\nactions: ["+step+"]\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := findingsOf(t, f.Runs[0].Scenario, "no-off-switch"); len(got) != 0 {
+			t.Errorf("with %s: %v, want no finding", step, got)
+		}
+	}
+}

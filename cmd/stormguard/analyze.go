@@ -33,7 +33,8 @@ every run:
     retries-exceed-caller, timeout-exceeds-deadline, retries-unretryable,
     ignores-pushback, missing-budget, missing-jitter, and for the
     simulator's mechanisms cache-hides-load, thrashing, hang-holds-workers,
-    crash-before-shed, costly-failures.
+    crash-before-shed, costly-failures, and for autoscalers and runbooks
+    cpu-blind-autoscaler, no-off-switch.
 
 docs/analyze.md states every rule and formula.
 
