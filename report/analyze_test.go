@@ -93,7 +93,7 @@ func TestWriteAnalyze(t *testing.T) {
 	page := readFile(t, filepath.Join(dir, "index.html"))
 	checkSweepPage(t, page, 2)
 	for _, want := range []string{
-		"Analyze: three-tier", `class="badge metastable">FAIL`, "4 errors, 8 warnings, 0 notes over 2 runs",
+		"Analyze: three-tier", `class="badge metastable">FAIL`, "4 errors, 8 warnings, 2 notes over 2 runs",
 		"What to change:", "Let api→db own the retries", "Run stormguard breaks no rule at severity error",
 		"examples/three-tier.yaml", "services.db.defenses: stormguard",
 		"users → web → api → db", "27×", "1.10×", "9.26/s", "runs 16.2× above it", "runs at 60% of it",
