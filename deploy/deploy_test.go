@@ -340,3 +340,42 @@ func TestDashboardQueriesParse(t *testing.T) {
 		t.Errorf("promtool: %s", out)
 	}
 }
+
+// Every Go snippet of docs/metrics.md and of the README's section on
+// metrics is quoted, line for line, from an example that go test runs.
+func TestSnippetsQuoteExamples(t *testing.T) {
+	var examples []string
+	for _, f := range []string{"../metrics/wiring_example_test.go", "../otelx/example_test.go"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			lines = append(lines, strings.TrimPrefix(l, "\t")) // the body of a function
+		}
+		examples = append(examples, strings.Join(lines, "\n"))
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, _, _ := strings.Cut(string(readme[bytes.Index(readme, []byte("## Metrics, dashboard and alerts")):]), "\n## ")
+	doc, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snippets := 0
+	for name, text := range map[string]string{"README.md": section, "docs/metrics.md": string(doc)} {
+		for _, block := range strings.Split(text, "```go\n")[1:] {
+			code, _, _ := strings.Cut(block, "```")
+			snippets++
+			if !slices.ContainsFunc(examples, func(e string) bool { return strings.Contains(e, code) }) {
+				t.Errorf("%s: this snippet is not in an example:\n%s", name, code)
+			}
+		}
+	}
+	if snippets != 4 {
+		t.Errorf("%d snippets; want 4 (two in each file)", snippets)
+	}
+}
