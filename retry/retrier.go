@@ -236,9 +236,8 @@ func (r *Retrier) StartAt(now, deadline time.Time) Call {
 // call's events reach [Hooks].OnEvent with ctx. The production shells
 // start their calls with it.
 func (r *Retrier) StartContext(ctx context.Context, now, deadline time.Time) Call {
-	c := r.StartAt(now, deadline)
-	c.ctx = ctx
-	return c
+	r.budget.BeginAt(now)
+	return Call{attempt: 1, deadline: deadline, started: now, first: now, ctx: ctx}
 }
 
 // event runs the OnEvent hook, if any, with the call's context.
@@ -254,7 +253,7 @@ func (r *Retrier) event(c *Call, e Event) {
 }
 
 // ended records the end of the current attempt at now: the request's
-// duration so far.
+// duration so far, for the hooks (only they read it).
 func (c *Call) ended(now time.Time) {
 	if !c.first.IsZero() && !now.IsZero() {
 		c.took = now.Sub(c.first)
@@ -281,18 +280,19 @@ func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64
 	if !c.started.IsZero() && !now.IsZero() {
 		took = now.Sub(c.started)
 	}
-	c.ended(now)
 	if cls == Success {
 		if r.p.LearnAttemptTime && took > 0 {
 			r.learn(took)
 		}
 		if r.hasHooks {
+			c.ended(now)
 			r.attempted(c, cls, took)
 			r.event(c, Event{Kind: EventSucceeded, Attempt: c.attempt, Took: c.took})
 		}
 		return Decision{}
 	}
 	if r.hasHooks {
+		c.ended(now)
 		r.attempted(c, cls, took)
 	}
 	d, reason := r.decide(now, c, cls, sig, u)
@@ -411,8 +411,8 @@ func (r *Retrier) FinishAt(now time.Time, c *Call, cls Class) {
 		r.budget.EndAt(now, budget.Ignore, c.ticket)
 	}
 	c.ticket = budget.Ticket{}
-	c.ended(now)
 	if r.hasHooks {
+		c.ended(now)
 		var took time.Duration
 		if !c.started.IsZero() && !now.IsZero() {
 			took = now.Sub(c.started)
@@ -443,7 +443,9 @@ func (r *Retrier) NextAt(now time.Time, c *Call) {
 func (r *Retrier) AbandonAt(now time.Time, c *Call) {
 	r.budget.EndAt(now, budget.Ignore, c.ticket)
 	c.ticket = budget.Ticket{}
-	c.ended(now)
+	if r.hasHooks {
+		c.ended(now)
+	}
 }
 
 // minAttemptTime is the configured minimum, raised to the learned average
