@@ -68,5 +68,5 @@
 // itself); queue timeouts and deadlines are enforced by one time.Timer for
 // the whole queue, whose function takes the mutex itself. No goroutine is
 // started per request, and no callback (ServiceSaturated, OnQueueWait,
-// Throttle) runs under the mutex. The refusal paths allocate nothing.
+// OnRefuse, Throttle) runs under the mutex. The refusal paths allocate nothing.
 package admit

@@ -27,6 +27,7 @@ type Gate struct {
 	dials        *killswitch.Dials
 	saturated    func() bool
 	onWait       func(time.Duration)
+	onRefuse     func(context.Context, int, Decision)
 
 	mu      sync.Mutex // guards q, armed, armedAt
 	q       *shed.Queue[*waiter]
@@ -85,6 +86,7 @@ func New(cfg Config) (*Gate, error) {
 		dials:        cfg.Dials,
 		saturated:    cfg.ServiceSaturated,
 		onWait:       cfg.OnQueueWait,
+		onRefuse:     cfg.OnRefuse,
 		q:            q,
 	}
 	g.timer = time.AfterFunc(time.Hour, g.onTimer)
@@ -106,6 +108,14 @@ func (g *Gate) Limiter() *limit.Limiter { return g.lim }
 // while the request waits in the queue the request leaves the queue at
 // once. Admit blocks only while the request waits in the queue.
 func (g *Gate) Admit(ctx context.Context, now time.Time, r Request) (t Ticket, d Decision) {
+	t, d = g.admit(ctx, now, r)
+	if g.onRefuse != nil && !d.Admitted() {
+		g.onRefuse(ctx, max(r.Attempt, 1), d)
+	}
+	return t, d
+}
+
+func (g *Gate) admit(ctx context.Context, now time.Time, r Request) (t Ticket, d Decision) {
 	g.c.arrived.Add(1)
 	attempt := max(r.Attempt, 1)
 	if attempt > 1 {
@@ -172,11 +182,15 @@ func (g *Gate) refuse(reason ShedReason) Decision {
 	}
 }
 
-// drop counts and decides a request the queue refused or gave up, for why.
-func (g *Gate) drop(why shed.Reason) Decision {
+// drop counts and decides a request the queue refused (queued false) or
+// gave up after it waited (queued true), for why.
+func (g *Gate) drop(why shed.Reason, queued bool) Decision {
 	switch why {
 	case shed.Expired:
 		g.c.expired.Add(1)
+		if queued {
+			g.c.expiredQueued.Add(1)
+		}
 		return Decision{Answer: Expired}
 	case shed.Evicted:
 		return g.refuse(ShedEvicted)
@@ -192,6 +206,7 @@ func (g *Gate) drop(why shed.Reason) Decision {
 func (g *Gate) leave(ctx context.Context) Decision {
 	if ctx.Err() == context.DeadlineExceeded {
 		g.c.expired.Add(1)
+		g.c.expiredQueued.Add(1)
 		return Decision{Answer: Expired}
 	}
 	g.c.canceled.Add(1)
@@ -211,7 +226,7 @@ func (g *Gate) await(ctx context.Context, attempt int, crit wire.Criticality, dl
 	if !adm.Admitted() {
 		g.mu.Unlock()
 		g.waiters.Put(wt)
-		return grant{}, g.drop(adm.Refused)
+		return grant{}, g.drop(adm.Refused, false)
 	}
 	wt.handle = adm.Handle
 	g.waiting.Store(int64(g.q.Len()))
@@ -244,7 +259,7 @@ func (g *Gate) await(ctx context.Context, attempt int, crit wire.Criticality, dl
 	}
 	g.waiters.Put(wt)
 	if gr.why != shed.None {
-		return grant{}, g.drop(gr.why)
+		return grant{}, g.drop(gr.why, true)
 	}
 	return gr, Decision{}
 }

@@ -105,7 +105,7 @@ func TestAdmitArrival(t *testing.T) {
 			if !got.Admitted() && got.Answer != admit.Expired {
 				wantShed[tt.want.Reason] = 1
 			}
-			if st.Arrived != 1 || (st.Retries == 1) != tt.wantRetry || st.Shed != wantShed || (st.Expired == 1) != tt.wantExpire {
+			if st.Arrived != 1 || (st.Retries == 1) != tt.wantRetry || st.Shed != wantShed || (st.Expired == 1) != tt.wantExpire || st.ExpiredQueued != 0 {
 				t.Errorf("stats %+v; want 1 arrived, retry %v, shed %v, expired %v", st, tt.wantRetry, wantShed, tt.wantExpire)
 			}
 			if got.Admitted() {
@@ -272,8 +272,8 @@ func TestAdmitQueueExpiry(t *testing.T) {
 				if took := time.Since(start); r.d != tt.want || took != tt.wantAfter {
 					t.Errorf("got %+v after %v; want %+v after %v", r.d, took, tt.want, tt.wantAfter)
 				}
-				if st := g.Stats(); st.Queued != 0 || st.ShedTotal()+st.Expired != 1 {
-					t.Errorf("stats %+v; want nothing queued, one dropped", st)
+				if st := g.Stats(); st.Queued != 0 || st.ShedTotal()+st.Expired != 1 || st.ExpiredQueued != st.Expired {
+					t.Errorf("stats %+v; want nothing queued, one dropped, every expiry in the queue", st)
 				}
 				hold.Release(context.Background(), time.Now(), admit.Succeeded)
 				checkBooks(t, g.Stats())
@@ -384,6 +384,16 @@ func TestTicketRelease(t *testing.T) {
 			st := g.Stats()
 			if n := tt.count(st); n != 1 {
 				t.Errorf("outcome counter %d; want 1: %+v", n, st)
+			}
+			// Wasted work past its deadline is told apart from work
+			// whose caller left first.
+			if wantLate := uint64(0); tt.o != admit.Panicked {
+				if tt.at >= timeout {
+					wantLate = 1
+				}
+				if st.WastedLate != wantLate {
+					t.Errorf("WastedLate %d; want %d: %+v", st.WastedLate, wantLate, st)
+				}
 			}
 			checkBooks(t, st)
 			s := alg.got()
@@ -583,3 +593,48 @@ func TestStrings(t *testing.T) {
 		}
 	}
 }
+
+// OnRefuse is told of every request not admitted, once, with its context,
+// attempt number and decision, and of no request admitted.
+func TestOnRefuse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type refusal struct {
+			mine    bool
+			attempt int
+			d       admit.Decision
+		}
+		var got []refusal
+		dials := new(killswitch.Dials)
+		g := mustGate(t, admit.Config{
+			Limit: fixed(1), Queue: shed.Config{Capacity: 1}, Dials: dials,
+			OnRefuse: func(ctx context.Context, attempt int, d admit.Decision) {
+				got = append(got, refusal{ctx.Value(ctxKey{}) == "mine", attempt, d})
+			},
+		})
+		ctx := context.WithValue(context.Background(), ctxKey{}, "mine")
+		hold, _ := g.Admit(ctx, time.Now(), first)
+		_, _ = g.Admit(ctx, time.Now(), admit.Request{Attempt: 2, HasTimeout: true}) // expired on arrival
+		if err := dials.SetShedFraction(1); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = g.Admit(ctx, time.Now(), retry) // the kill switch
+		_ = dials.SetShedFraction(0)
+		waiter := admitAsync(g, ctx, first)
+		synctest.Wait()
+		_, _ = g.Admit(ctx, time.Now(), retry) // the queue is full
+		hold.Release(ctx, time.Now(), admit.Succeeded)
+		w := <-waiter
+		w.t.Release(ctx, time.Now(), admit.Succeeded)
+		want := []refusal{
+			{true, 2, admit.Decision{Answer: admit.Expired}},
+			{true, 2, admit.Decision{Answer: admit.ServiceOverloaded, Reason: admit.ShedKillSwitch}},
+			{true, 2, admit.Decision{Answer: admit.InstanceOverloaded, Reason: admit.ShedQueueFull}},
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("OnRefuse saw %+v; want %+v", got, want)
+		}
+		checkBooks(t, g.Stats())
+	})
+}
+
+type ctxKey struct{}

@@ -71,13 +71,20 @@ type Stats struct {
 	Failed uint64 `json:"failed"`
 	// Wasted counts requests that ended after their caller had left or
 	// their deadline had passed: work nobody was waiting for.
-	Wasted uint64 `json:"wasted"`
+	// WastedLate counts those of them that ended after their deadline had
+	// passed (the work took too long); the others returned after their
+	// caller went away before the deadline.
+	Wasted     uint64 `json:"wasted"`
+	WastedLate uint64 `json:"wasted_late"`
 	// Shed counts refusals for overload by reason, indexed by ShedReason.
 	Shed [NumShedReasons]uint64 `json:"shed"`
 	// Expired counts requests dropped before they started because their
 	// deadline had passed or left MinRemaining or less, on arrival or
-	// while queued.
-	Expired uint64 `json:"expired"`
+	// while queued; ExpiredQueued counts those of them that expired while
+	// they waited in the queue (the others had too little time left on
+	// arrival).
+	Expired       uint64 `json:"expired"`
+	ExpiredQueued uint64 `json:"expired_queued"`
 	// Canceled counts requests whose caller went away while they waited in
 	// the queue.
 	Canceled uint64 `json:"canceled"`
@@ -102,15 +109,20 @@ func (st Stats) Started() uint64 {
 
 // counters are a Gate's metrics, updated with atomics.
 type counters struct {
-	arrived  atomic.Uint64
-	retries  atomic.Uint64
-	started  atomic.Uint64 // admitted; those in flight are started − goodput − failed − wasted
-	goodput  atomic.Uint64
-	failed   atomic.Uint64
-	wasted   atomic.Uint64
-	expired  atomic.Uint64
-	canceled atomic.Uint64
-	shed     [NumShedReasons]atomic.Uint64
+	arrived atomic.Uint64
+	retries atomic.Uint64
+	started atomic.Uint64 // admitted; those in flight are started − goodput − failed − wasted
+	goodput atomic.Uint64
+	failed  atomic.Uint64
+	wasted  atomic.Uint64
+	expired atomic.Uint64
+	// wastedLate and expiredQueued count subsets of wasted and expired:
+	// a request adds to its total first, and Stats reads the subset first,
+	// so that a snapshot never has more in a subset than in its total.
+	wastedLate    atomic.Uint64
+	expiredQueued atomic.Uint64
+	canceled      atomic.Uint64
+	shed          [NumShedReasons]atomic.Uint64
 }
 
 // Stats returns a snapshot of the gate's counters. The counters are read
@@ -120,12 +132,15 @@ func (g *Gate) Stats() Stats {
 	// Outcomes are read before the starts, and the starts before the
 	// arrivals, so that a request that moves on meanwhile is never counted
 	// as ended but not started, or started but not arrived.
+	wastedLate, expiredQueued := g.c.wastedLate.Load(), g.c.expiredQueued.Load()
 	st := Stats{
-		Goodput:  g.c.goodput.Load(),
-		Failed:   g.c.failed.Load(),
-		Wasted:   g.c.wasted.Load(),
-		Expired:  g.c.expired.Load(),
-		Canceled: g.c.canceled.Load(),
+		WastedLate:    wastedLate,
+		ExpiredQueued: expiredQueued,
+		Goodput:       g.c.goodput.Load(),
+		Failed:        g.c.failed.Load(),
+		Wasted:        g.c.wasted.Load(),
+		Expired:       g.c.expired.Load(),
+		Canceled:      g.c.canceled.Load(),
 	}
 	for i := range st.Shed {
 		st.Shed[i] = g.c.shed[i].Load()

@@ -86,6 +86,7 @@ func (t Ticket) Release(ctx context.Context, now time.Time, o Outcome) {
 		g.c.failed.Add(1)
 	case !now.Before(t.deadline): // the work outlived its deadline
 		g.c.wasted.Add(1)
+		g.c.wastedLate.Add(1)
 		kind = releaseDropped
 	case ctx.Err() != nil: // the caller went away
 		g.c.wasted.Add(1)

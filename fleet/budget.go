@@ -400,7 +400,7 @@ func (b *Budget) Mode() Mode { return Mode(b.mode.Load()) }
 
 // Fallback reports whether the budget has fallen back to this process's
 // local share because Redis is unreachable or slow: the metrics package
-// exports it as stormguard_budget_fallback.
+// exports it as stormguard_client_retry_budget_fallback.
 func (b *Budget) Fallback() bool { return b.Mode().Fallback() }
 
 // FleetSize returns the number of processes the budget counts on: the

@@ -131,7 +131,7 @@ func (cl *client) unary(ctx context.Context, method string, req, reply any, cc *
 	callOpts := make([]grpc.CallOption, len(opts), len(opts)+2)
 	copy(callOpts, opts) // never append to the caller's slice
 
-	c := r.StartAt(now, dl)
+	c := r.StartContext(ctx, now, dl)
 	for {
 		o := cl.invoke(ctx, attemptContext(ctx, base, c.Attempt(), crit), method, req, reply, cc, invoker, callOpts)
 		end := time.Now()

@@ -236,15 +236,25 @@ func Example_metrics() {
 		panic(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "stormguard_goodput_total" {
-			continue
-		}
 		for _, m := range mf.GetMetric() {
-			fmt.Printf("%s %s: %v\n", mf.GetName(), m.GetLabel()[0].GetValue(), m.GetCounter().GetValue())
+			var labels []string
+			for _, lp := range m.GetLabel() {
+				labels = append(labels, lp.GetValue())
+			}
+			switch mf.GetName() {
+			case "stormguard_client_request_duration_seconds":
+				if n := m.GetHistogram().GetSampleCount(); n > 0 {
+					fmt.Printf("%s %v: %v\n", mf.GetName(), labels, n)
+				}
+			case "stormguard_server_requests_total":
+				if v := m.GetCounter().GetValue(); v > 0 {
+					fmt.Printf("%s %v: %v\n", mf.GetName(), labels, v)
+				}
+			}
 		}
 	}
 	// Output:
 	// handler: attempt 1, criticality critical, at most 30s left
-	// stormguard_goodput_total client: 1
-	// stormguard_goodput_total server: 1
+	// stormguard_client_request_duration_seconds [success  shop]: 1
+	// stormguard_server_requests_total [goodput  shop]: 1
 }

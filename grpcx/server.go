@@ -96,6 +96,13 @@ type ServerConfig struct {
 	// call's goroutine before the handler, and must not block (a histogram
 	// from metrics.QueueWait fits).
 	OnQueueWait func(wait time.Duration) `json:"-" yaml:"-"`
+	// OnRefuse, when set, is told of every call refused or dropped before
+	// its handler ran (shed, expired, or whose caller left while it was
+	// queued), with the call's context, its attempt number and the gate's
+	// decision, before the answer is sent. It runs on the call's goroutine
+	// and must not block (otelx.ServerEvents, which adds a span event,
+	// fits).
+	OnRefuse func(ctx context.Context, attempt int, d admit.Decision) `json:"-" yaml:"-"`
 }
 
 // Defaults for zero [ServerConfig] fields: admit's.
@@ -114,7 +121,7 @@ var ErrInvalidServerConfig = admit.ErrInvalidConfig
 func (c ServerConfig) gate() admit.Config {
 	return admit.Config{MaxTimeout: c.MaxTimeout, MinRemaining: c.MinRemaining, RetryAfter: c.RetryAfter,
 		Limit: c.Limit, Queue: c.Queue, MaxCriticality: c.MaxCriticality, Limiter: c.Limiter, Dials: c.Dials,
-		ServiceSaturated: c.ServiceSaturated, OnQueueWait: c.OnQueueWait}
+		ServiceSaturated: c.ServiceSaturated, OnQueueWait: c.OnQueueWait, OnRefuse: c.OnRefuse}
 }
 
 // WithDefaults returns c with every zero field of its own set to its

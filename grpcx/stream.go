@@ -57,7 +57,7 @@ func (cl *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	}
 	retryable := cl.retryable == nil || cl.retryable(method)
 	base, crit := outgoing(ctx)
-	c := r.StartAt(now, dl)
+	c := r.StartContext(ctx, now, dl)
 	for {
 		cs, err := streamer(attemptContext(ctx, base, c.Attempt(), crit), desc, cc, method, opts...)
 		end := time.Now()

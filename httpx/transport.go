@@ -131,7 +131,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	replayable := !hasBody || req.GetBody != nil
 
-	c := r.StartAt(now, deadline)
+	c := r.StartContext(ctx, now, deadline)
 	body := req.Body // the first attempt sends the caller's body
 	for {
 		o := t.send(ctx, base, r, req, body, c.Attempt())

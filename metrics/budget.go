@@ -4,12 +4,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/metrics/schema"
 )
 
-// RegisterBudget registers, in reg, gauges that read the level of the retry
-// budget b when scraped, as the client side of l.Target:
-// stormguard_budget_level and stormguard_budget_capacity. Pass a retrier's
-// budget, r.Budget().
+// RegisterBudget registers, in reg, gauges that read the retry budget b
+// when scraped, as the client of l.Target:
+// stormguard_client_retry_budget_tokens and
+// stormguard_client_retry_budget_capacity_tokens. Pass a retrier's budget,
+// r.Budget().
 //
 // Only budgets that have a level are exported: budget.TokenBucket (Level,
 // Capacity) and budget.TokenRatio (Level, MaxTokens), or any budget with a
@@ -19,38 +21,31 @@ import (
 // target's budget twice is such an error.
 //
 // A budget shared by a fleet (fleet.Budget, or any budget with a
-// Fallback() bool method) also gets stormguard_budget_fallback: 1 while this
-// process has fallen back to its local share because the shared store is
-// unreachable, 0 while it uses the fleet's budget.
+// Fallback() bool method) also gets stormguard_client_retry_budget_fallback:
+// 1 while this process has fallen back to its local share because the
+// shared store is unreachable, 0 while it uses the fleet's budget.
 func RegisterBudget(reg prometheus.Registerer, l Labels, b budget.Budget) error {
-	if fb, ok := b.(interface{ Fallback() bool }); ok {
-		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: nameFallback, Help: helpFallback, ConstLabels: constLabels(sideClient, l)},
-			func() float64 {
-				if fb.Fallback() {
-					return 1
-				}
-				return 0
-			})
-		if err := reg.Register(g); err != nil {
+	level, capacity, fallback := schema.BudgetReaders(b)
+	gauge := func(m schema.Metric, f func() float64) error {
+		return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: m.Name, Help: m.Help, ConstLabels: constLabels(l)}, f))
+	}
+	if fallback != nil {
+		if err := gauge(schema.ClientBudgetFallback, func() float64 {
+			if fallback() {
+				return 1
+			}
+			return 0
+		}); err != nil {
 			return err
 		}
 	}
-	lv, ok := b.(interface{ Level() float64 })
-	if !ok {
-		return nil
+	if level != nil {
+		if err := gauge(schema.ClientBudgetTokens, level); err != nil {
+			return err
+		}
 	}
-	cl := constLabels(sideClient, l)
-	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: nameBudget, Help: helpBudget, ConstLabels: cl}, lv.Level)); err != nil {
-		return err
+	if capacity != nil {
+		return gauge(schema.ClientBudgetCapacity, capacity)
 	}
-	var capacity func() float64
-	switch c := b.(type) {
-	case interface{ Capacity() float64 }:
-		capacity = c.Capacity
-	case interface{ MaxTokens() float64 }:
-		capacity = c.MaxTokens
-	default:
-		return nil
-	}
-	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: nameBudgetCap, Help: helpBudgetCap, ConstLabels: cl}, capacity))
+	return nil
 }

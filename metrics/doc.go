@@ -1,10 +1,12 @@
 // Package metrics exports stormguard's accounting to Prometheus
 // (github.com/prometheus/client_golang), in the project's one vocabulary:
-// offered load, throughput, goodput, wasted work, shed, expired-dropped and
-// gave-up, each with its reason. Clients and servers share one schema,
-// told apart by the side label, so that one dashboard shows both ends of a
-// hop. The core packages know nothing of Prometheus: this package reads
-// them through their own observation points.
+// offered load (first tries and retries apart), throughput, goodput,
+// wasted work, shed, expired and gave-up, each with its reason. The series
+// are those of package schema (metrics/schema), which package otelx exports to
+// OpenTelemetry under the same names, units and meanings; one dashboard and
+// one set of alert rules (deploy/ in the repository) serve both. The core
+// packages know nothing of Prometheus: this package reads them through
+// their own observation points.
 //
 //	client   retry.Hooks                    RetryHooks(reg, labels), installed with retry.WithHooks
 //	         the retry budget's level       RegisterBudget(reg, labels, r.Budget())
@@ -19,52 +21,48 @@
 //
 // # Schema
 //
-// Every series has the labels side ("client" or "server") and target; the
-// table gives the others. target names the service the attempts are
-// addressed to: on the client, the dependency called; on the server, the
-// service itself. Counters count since the process started; gauges are
-// values now.
+// Every series has the label target: on the client, the dependency called;
+// on the server, the service itself. Client and server series have names
+// of their own. Counters count since the process started; gauges are
+// values now. docs/metrics.md has the full table, with units and label
+// values.
 //
-//	name                               type       side     more labels  meaning
-//	stormguard_attempts_total          counter    client   outcome      attempts that ended, by retry class: success, transient,
-//	                                                                    throttling, timeout, never-retry, canceled,
-//	                                                                    service-overloaded, retries-exhausted
-//	                                              server   outcome      requests that ended, by fate: goodput, failed, wasted,
-//	                                                                    shed, expired, canceled
-//	stormguard_retries_total           counter    client                retries granted (each sent after its wait)
-//	                                              server                requests that arrived with an attempt number above 1
-//	stormguard_goodput_total           counter    client                calls that succeeded (the caller was waiting)
-//	                                              server                handlers that succeeded while their caller was waiting
-//	stormguard_throughput_total        counter    client                attempts that ended, whatever their fate
-//	                                              server                handlers that returned, whatever their fate
-//	stormguard_giveups_total           counter    client   reason       calls that ended in failure, by why retrying stopped:
-//	                                                                    attempts-exhausted, budget-exhausted, deadline,
-//	                                                                    not-retryable, server-said-stop, retries-disabled,
-//	                                                                    canceled, other
-//	stormguard_budget_level            gauge      client                tokens in the retry budget now
-//	stormguard_budget_capacity         gauge      client                tokens in the retry budget when full
-//	stormguard_budget_fallback         gauge      client                1 while a fleet budget uses its local fallback share
-//	stormguard_offered_total           counter    server                requests that arrived (offered load)
-//	stormguard_wasted_total            counter    server                handlers that returned after their caller left or their
-//	                                                                    deadline passed: work nobody was waiting for
-//	stormguard_shed_total              counter    server   reason       requests refused for overload: queue-full, evicted,
-//	                                                                    queue-timeout, kill-switch, throttled
-//	stormguard_expired_dropped_total   counter    server                requests dropped before starting because their
-//	                                                                    deadline had passed (or left too little)
-//	stormguard_concurrency_limit       gauge      server                the concurrency limit now
-//	stormguard_in_flight               gauge      server                handlers running now
-//	stormguard_queued                  gauge      server                requests waiting in the admission queue now
-//	stormguard_queue_wait_seconds      histogram  server                how long admitted requests waited for a slot; 0 for
-//	                                                                    those admitted at once
+//	name                                              type       labels          meaning
+//	stormguard_client_attempts_total                  counter    try, class      attempts that ended, first tries and retries apart,
+//	                                                                             by retry class: the load the client offers
+//	stormguard_client_request_duration_seconds        histogram  outcome, reason from a request's first attempt to its outcome: success,
+//	                                                                             or gave-up with the reason retrying stopped; its
+//	                                                                             count is the requests that ended
+//	stormguard_client_retry_budget_tokens             gauge                      tokens in the retry budget now
+//	stormguard_client_retry_budget_capacity_tokens    gauge                      tokens in the retry budget when full
+//	stormguard_client_retry_budget_fallback           gauge                      1 while a fleet budget uses its local fallback share
+//	stormguard_server_offered_total                   counter    try             requests that arrived (offered load)
+//	stormguard_server_requests_total                  counter    outcome, reason requests that ended, each once: goodput, failed,
+//	                                                                             wasted (deadline, caller-left), shed (queue-full,
+//	                                                                             evicted, queue-timeout, kill-switch, throttled),
+//	                                                                             expired (on-arrival, in-queue), canceled
+//	stormguard_server_queue_wait_seconds              histogram                  how long admitted requests waited for a slot
+//	stormguard_server_concurrency_limit_requests      gauge                      the concurrency limit now
+//	stormguard_server_in_flight_requests              gauge                      handlers running now
+//	stormguard_server_queued_requests                 gauge                      requests waiting in the admission queue now
 //
-// On the server, every request that arrived ends in exactly one outcome,
-// so once nothing is in progress
+// Each event moves exactly one series: a request the server sheds is one
+// increment of stormguard_server_requests_total{outcome="shed"} (with its
+// reason) and nothing else. Throughput, goodput and wasted work are sums
+// over outcome:
 //
-//	stormguard_offered_total = sum by (side, target) (stormguard_attempts_total)
+//	throughput  sum by (target) (rate(stormguard_server_requests_total{outcome=~"goodput|failed|wasted"}[1m]))
+//	goodput     sum by (target) (rate(stormguard_server_requests_total{outcome="goodput"}[1m]))
+//	retry share sum by (target) (rate(stormguard_server_offered_total{try="retry"}[1m]))
+//	              / sum by (target) (rate(stormguard_server_offered_total[1m]))
 //
-// and while requests run the difference is stormguard_in_flight plus
-// stormguard_queued. The budget series exist only for budgets that have a
-// level (the token bucket and the token ratio).
+// and once nothing is in progress
+//
+//	sum by (target) (stormguard_server_offered_total) = sum by (target) (stormguard_server_requests_total)
+//
+// (while requests run the difference is stormguard_server_in_flight_requests
+// plus stormguard_server_queued_requests). The budget series exist only for
+// budgets that have a level (the token bucket and the token ratio).
 //
 // Extra constant labels (instance, zone) go on a wrapping registerer,
 // prometheus.WrapRegistererWith; all the collectors of one name registered

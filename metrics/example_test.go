@@ -53,7 +53,8 @@ func Example() {
 	srv := httptest.NewServer(sg.Wrap(mux)) // in production: http.ListenAndServe(addr, mux)
 	defer srv.Close()
 
-	// What a scrape shows (some of it).
+	// What a scrape shows (some of it): the scrape itself is the request
+	// the server has seen arrive, still in progress as it is counted.
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {
 		panic(err)
@@ -62,7 +63,13 @@ func Example() {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		for _, prefix := range []string{"stormguard_goodput_total", "stormguard_giveups_total{reason=\"not-retryable\"", "stormguard_budget_level", "stormguard_offered_total"} {
+		for _, prefix := range []string{
+			`stormguard_client_request_duration_seconds_count{outcome="success"`,
+			`stormguard_client_request_duration_seconds_count{outcome="gave-up",reason="not-retryable"`,
+			"stormguard_client_retry_budget_tokens",
+			`stormguard_server_offered_total{target="shop",try="first"}`,
+			`stormguard_server_requests_total{outcome="goodput"`,
+		} {
 			if strings.HasPrefix(line, prefix) {
 				fmt.Println(line)
 			}
@@ -70,9 +77,9 @@ func Example() {
 	}
 	// Output:
 	// level=DEBUG msg="stormguard: gave up" reason="error is not retryable" attempts=1 error="invalid card"
-	// stormguard_budget_level{side="client",target="payments"} 100
-	// stormguard_giveups_total{reason="not-retryable",side="client",target="payments"} 1
-	// stormguard_goodput_total{side="client",target="payments"} 1
-	// stormguard_goodput_total{side="server",target="shop"} 0
-	// stormguard_offered_total{side="server",target="shop"} 1
+	// stormguard_client_request_duration_seconds_count{outcome="gave-up",reason="not-retryable",target="payments"} 1
+	// stormguard_client_request_duration_seconds_count{outcome="success",reason="",target="payments"} 1
+	// stormguard_client_retry_budget_tokens{target="payments"} 100
+	// stormguard_server_offered_total{target="shop",try="first"} 1
+	// stormguard_server_requests_total{outcome="goodput",reason="",target="shop"} 0
 }

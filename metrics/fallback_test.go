@@ -32,11 +32,11 @@ func TestRegisterBudgetFallback(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, mf := range mfs {
-			if mf.GetName() == "stormguard_budget_fallback" {
+			if mf.GetName() == "stormguard_client_retry_budget_fallback" {
 				return mf.GetMetric()[0].GetGauge().GetValue()
 			}
 		}
-		t.Fatal("stormguard_budget_fallback is not exported")
+		t.Fatal("stormguard_client_retry_budget_fallback is not exported")
 		return 0
 	}
 	for _, tt := range []struct {

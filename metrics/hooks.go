@@ -1,129 +1,54 @@
 package metrics
 
 import (
-	"errors"
-	"time"
+	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stormguard/stormguard/metrics/schema"
 	"github.com/stormguard/stormguard/retry"
 )
 
-// classes lists every retry class, so that their series exist from the
-// start (a rate over a series that appears late misses its first
-// increments).
-var classes = [...]retry.Class{
-	retry.Success, retry.Transient, retry.Throttling, retry.Timeout,
-	retry.NeverRetry, retry.Canceled, retry.ServiceOverloaded, retry.RetriesExhausted,
-}
-
-// giveUpReasons are the give-up reasons and their label values; the label
-// of any other reason is "other".
-var giveUpReasons = [...]struct {
-	err   error
-	label string
-}{
-	{retry.ErrAttemptsExhausted, "attempts-exhausted"},
-	{retry.ErrBudgetExhausted, "budget-exhausted"},
-	{retry.ErrDeadline, "deadline"},
-	{retry.ErrNotRetryable, "not-retryable"},
-	{retry.ErrServerSaidStop, "server-said-stop"},
-	{retry.ErrRetriesDisabled, "retries-disabled"},
-	{retry.ErrCanceled, "canceled"},
-	{retry.ErrRetryDeclined, "retry-declined"},
-}
-
-// clientSeries are the series of one client target, resolved once so that
-// the hooks only increment.
-type clientSeries struct {
-	attempts   [len(classes)]prometheus.Counter
-	retries    prometheus.Counter
-	goodput    prometheus.Counter
-	throughput prometheus.Counter
-	giveUps    [len(giveUpReasons) + 1]prometheus.Counter // the last: other
-}
-
-// RetryHooks returns hooks that count a retrier's attempts, retries and
-// give-ups in reg, as the client side of target l.Target: the series
-// stormguard_attempts_total, stormguard_retries_total,
-// stormguard_goodput_total, stormguard_throughput_total and
-// stormguard_giveups_total of the schema (see the package documentation).
-// Install them with retry.WithHooks; combine them with others with
-// retry.JoinHooks.
+// RetryHooks returns hooks that count a retrier's attempts and time its
+// requests in reg, as the client of target l.Target: the series
+// stormguard_client_attempts_total (by try and class) and
+// stormguard_client_request_duration_seconds (by outcome and reason) of the
+// schema (see the package documentation). Install them with
+// retry.WithHooks; combine them with others with retry.JoinHooks.
 //
-// Every series is created at once, at zero. The hooks allocate nothing and
-// cost a few atomic additions per attempt. Several retriers may share one
-// target: the series registered first are reused. RetryHooks panics, as
+// Every series is created at once, at zero. The hooks allocate nothing;
+// they make the retrier read the clock at the start and the end of every
+// request (two time.Now calls) so that its duration is known, and cost a
+// few atomic additions per attempt. Several retriers may share one target:
+// the series registered first are reused. RetryHooks panics, as
 // prometheus.MustRegister does, if reg refuses the collectors for any other
 // reason (a name registered with other label names, say).
 func RetryHooks(reg prometheus.Registerer, l Labels) retry.Hooks {
-	s, err := newClientSeries(reg, l)
+	attempts, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: schema.ClientAttempts.Name, Help: schema.ClientAttempts.Help, ConstLabels: constLabels(l),
+	}, varLabels(schema.ClientAttempts)))
 	if err != nil {
 		panic(err)
 	}
-	return retry.Hooks{
-		OnAttempt: func(_ int, c retry.Class, _ time.Duration) {
-			s.throughput.Inc()
-			if c == retry.Success {
-				s.goodput.Inc()
-			}
-			if int(c) < len(s.attempts) {
-				s.attempts[c].Inc()
-			}
-		},
-		OnRetry: func(int, time.Duration) { s.retries.Inc() },
-		OnGiveUp: func(reason error, _ int, _ error) {
-			s.giveUps[giveUpIndex(reason)].Inc()
-		},
-	}
-}
-
-func newClientSeries(reg prometheus.Registerer, l Labels) (*clientSeries, error) {
-	cl := constLabels(sideClient, l)
-	attempts, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameAttempts, Help: helpAttempts, ConstLabels: cl}, []string{"outcome"}))
+	durations, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: schema.ClientRequestDuration.Name, Help: schema.ClientRequestDuration.Help, ConstLabels: constLabels(l),
+		Buckets: schema.ClientRequestDuration.Buckets,
+	}, varLabels(schema.ClientRequestDuration)))
 	if err != nil {
-		return nil, err
+		panic(err)
 	}
-	giveUps, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameGiveUps, Help: helpGiveUps, ConstLabels: cl}, []string{"reason"}))
-	if err != nil {
-		return nil, err
+	var a [schema.NumAttemptSeries]prometheus.Counter
+	for i, lv := range schema.AttemptSeries() {
+		a[i] = attempts.WithLabelValues(lv...)
 	}
-	s := new(clientSeries)
-	for _, c := range []struct {
-		p          *prometheus.Counter
-		name, help string
-	}{
-		{&s.retries, nameRetries, helpRetries},
-		{&s.goodput, nameGoodput, helpGoodput},
-		{&s.throughput, nameThroughput, helpThroughput},
-	} {
-		if *c.p, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: c.name, Help: c.help, ConstLabels: cl})); err != nil {
-			return nil, err
-		}
+	var h [schema.NumRequestSeries]prometheus.Observer
+	for i, lv := range schema.RequestSeries() {
+		h[i] = durations.WithLabelValues(lv...)
 	}
-	for i, c := range classes {
-		s.attempts[i] = attempts.WithLabelValues(c.String())
-	}
-	for i, r := range giveUpReasons {
-		s.giveUps[i] = giveUps.WithLabelValues(r.label)
-	}
-	s.giveUps[len(giveUpReasons)] = giveUps.WithLabelValues("other")
-	return s, nil
-}
-
-// giveUpIndex returns the index in clientSeries.giveUps of reason's series.
-func giveUpIndex(reason error) int {
-	for i, r := range giveUpReasons {
-		if reason == r.err {
-			return i
-		}
-	}
-	for i, r := range giveUpReasons { // a wrapped reason: the slow path
-		if errors.Is(reason, r.err) {
-			return i
-		}
-	}
-	return len(giveUpReasons)
+	return schema.ClientRecorder{
+		Attempt: func(_ context.Context, i int) { a[i].Inc() },
+		Request: func(_ context.Context, i int, seconds float64) { h[i].Observe(seconds) },
+	}.Hooks()
 }
 
 // JoinHooks is [retry.JoinHooks], where it lived first.

@@ -96,21 +96,28 @@ func TestRetryHooksShareATarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "stormguard_goodput_total" {
-			if got := mf.GetMetric()[0].GetCounter().GetValue(); got != 2 {
-				t.Errorf("goodput = %v, want 2", got)
+		if mf.GetName() != "stormguard_client_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "outcome" && lp.GetValue() == "success" {
+					if got := m.GetHistogram().GetSampleCount(); got != 2 {
+						t.Errorf("successful requests = %v, want 2", got)
+					}
+					return
+				}
 			}
-			return
 		}
 	}
-	t.Error("no stormguard_goodput_total")
+	t.Error("no stormguard_client_request_duration_seconds{outcome=\"success\"}")
 }
 
 // RetryHooks panics when the registry refuses its collectors for another
 // reason than a duplicate.
 func TestRetryHooksPanicsOnConflict(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "stormguard_retries_total", Help: "something else"}))
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "stormguard_client_attempts_total", Help: "something else"}))
 	defer func() {
 		if recover() == nil {
 			t.Error("no panic")

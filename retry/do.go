@@ -35,7 +35,7 @@ func DoValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T
 	if timed {
 		now = time.Now()
 	}
-	c := r.StartAt(now, time.Time{})
+	c := r.StartContext(ctx, now, time.Time{})
 	for {
 		v, err := attempt(ctx, r.p.AttemptTimeout, fn)
 		if err == nil {

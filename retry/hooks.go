@@ -1,6 +1,9 @@
 package retry
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // JoinHooks returns hooks that run each of hs's hooks in turn, in order;
 // a nil hook is skipped. Use it to install several sets of hooks on one
@@ -14,6 +17,7 @@ func JoinHooks(hs ...Hooks) Hooks {
 		onAttempt []func(int, Class, time.Duration)
 		onRetry   []func(int, time.Duration)
 		onGiveUp  []func(error, int, error)
+		onEvent   []func(context.Context, Event)
 	)
 	for _, h := range hs {
 		if h.OnAttempt != nil {
@@ -24,6 +28,9 @@ func JoinHooks(hs ...Hooks) Hooks {
 		}
 		if h.OnGiveUp != nil {
 			onGiveUp = append(onGiveUp, h.OnGiveUp)
+		}
+		if h.OnEvent != nil {
+			onEvent = append(onEvent, h.OnEvent)
 		}
 	}
 	var j Hooks
@@ -57,6 +64,17 @@ func JoinHooks(hs ...Hooks) Hooks {
 		j.OnGiveUp = func(reason error, n int, last error) {
 			for _, f := range onGiveUp {
 				f(reason, n, last)
+			}
+		}
+	}
+	switch len(onEvent) {
+	case 0:
+	case 1:
+		j.OnEvent = onEvent[0]
+	default:
+		j.OnEvent = func(ctx context.Context, e Event) {
+			for _, f := range onEvent {
+				f(ctx, e)
 			}
 		}
 	}

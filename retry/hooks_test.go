@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/backoff"
 )
 
 // recorder returns hooks that append what they see, prefixed with name, to
@@ -81,5 +83,143 @@ func TestJoinHooksOnARetrier(t *testing.T) {
 	ok := func(context.Context) error { return nil }
 	if n := testing.AllocsPerRun(100, func() { _ = Do(context.Background(), bare, ok) }); n != 0 {
 		t.Errorf("Do with JoinHooks() allocates %v times per call; want 0", n)
+	}
+}
+
+type ctxKey struct{}
+
+// OnEvent sees every event of a call in order, with the context the call
+// was made with, and the request's duration at its end: for a call that
+// succeeds after a retry, one that gives up, and one whose caller leaves
+// during the wait.
+func TestOnEvent(t *testing.T) {
+	type seen struct {
+		kind    EventKind
+		attempt int
+		class   Class
+		reason  error
+		ctxOK   bool
+	}
+	tests := []struct {
+		name   string
+		fn     func(context.Context) error
+		cancel bool // cancel the context during the first wait
+		want   []seen
+	}{
+		{"success after a retry", scriptErrs(statusErr(503)), false, []seen{
+			{EventAttempt, 1, Transient, nil, true},
+			{EventRetry, 1, 0, nil, true},
+			{EventAttempt, 2, Success, nil, true},
+			{EventSucceeded, 2, 0, nil, true},
+		}},
+		{"gave up", scriptErrs(statusErr(503), statusErr(404)), false, []seen{
+			{EventAttempt, 1, Transient, nil, true},
+			{EventRetry, 1, 0, nil, true},
+			{EventAttempt, 2, NeverRetry, nil, true},
+			{EventGaveUp, 2, 0, ErrNotRetryable, true},
+		}},
+		{"caller left during the wait", scriptErrs(statusErr(503)), true, []seen{
+			{EventAttempt, 1, Transient, nil, true},
+			{EventRetry, 1, 0, nil, true},
+			{EventGaveUp, 1, 0, ErrCanceled, true},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "mine"))
+			defer cancel()
+			var got []seen
+			var end Event
+			r := MustNew(Policy{MaxAttempts: 3, Backoff: backoff.Policy{Kind: backoff.Constant, Base: 20 * time.Millisecond}},
+				WithHooks(Hooks{OnEvent: func(ctx context.Context, e Event) {
+					got = append(got, seen{e.Kind, e.Attempt, e.Class, e.Reason, ctx.Value(ctxKey{}) == "mine"})
+					if e.Kind == EventRetry && tt.cancel {
+						cancel()
+					}
+					if e.Kind == EventSucceeded || e.Kind == EventGaveUp {
+						end = e
+					}
+				}}))
+			start := time.Now()
+			_ = Do(ctx, r, tt.fn)
+			elapsed := time.Since(start)
+			if !slices.EqualFunc(got, tt.want, func(a, b seen) bool {
+				return a.kind == b.kind && a.attempt == b.attempt && a.class == b.class && errors.Is(a.reason, b.reason) && a.ctxOK == b.ctxOK
+			}) {
+				t.Errorf("events\n%+v\nwant\n%+v", got, tt.want)
+			}
+			// The request's duration covers the waits: at least one 20 ms
+			// wait unless the caller left at once, and never more than
+			// the whole of Do.
+			min := 20 * time.Millisecond
+			if tt.cancel {
+				min = 0
+			}
+			if end.Took < min || end.Took > elapsed {
+				t.Errorf("request took %v; want between %v and %v (the whole of Do)", end.Took, min, elapsed)
+			}
+		})
+	}
+}
+
+// scriptErrs returns a function that fails with errs, one per call, then
+// succeeds.
+func scriptErrs(errs ...error) func(context.Context) error {
+	n := 0
+	return func(context.Context) error {
+		if n < len(errs) {
+			n++
+			return errs[n-1]
+		}
+		return nil
+	}
+}
+
+// A call started with StartAt (the simulator's way) still reaches OnEvent,
+// with context.Background(); OnEvent makes the shells read the clock, and
+// the success path with it allocates nothing.
+func TestOnEventWithoutContext(t *testing.T) {
+	var kinds []EventKind
+	var ctxs []context.Context
+	r := MustNew(Policy{MaxAttempts: 1}, WithHooks(Hooks{OnEvent: func(ctx context.Context, e Event) {
+		kinds = append(kinds, e.Kind)
+		ctxs = append(ctxs, ctx)
+	}}))
+	if !r.NeedsClock() {
+		t.Error("NeedsClock() = false with OnEvent set; want true, so that requests are timed")
+	}
+	now := time.Unix(100, 0)
+	c := r.StartAt(now, time.Time{})
+	r.EndAt(now.Add(time.Second), &c, Success, Signal{}, 0)
+	if want := []EventKind{EventAttempt, EventSucceeded}; !slices.Equal(kinds, want) {
+		t.Errorf("kinds %v; want %v", kinds, want)
+	}
+	for _, ctx := range ctxs {
+		if ctx != context.Background() {
+			t.Errorf("ctx %v; want context.Background()", ctx)
+		}
+	}
+	counting := MustNew(fast, WithHooks(Hooks{OnEvent: func(context.Context, Event) {}}))
+	ok := func(context.Context) error { return nil }
+	if n := testing.AllocsPerRun(100, func() { _ = Do(context.Background(), counting, ok) }); n != 0 {
+		t.Errorf("Do with OnEvent allocates %v times per call; want 0", n)
+	}
+}
+
+func TestJoinHooksOnEvent(t *testing.T) {
+	var got []string
+	h := func(name string) Hooks {
+		return Hooks{OnEvent: func(_ context.Context, e Event) { got = append(got, name+" "+e.Kind.String()) }}
+	}
+	if j := JoinHooks(Hooks{}, Hooks{}); j.OnEvent != nil {
+		t.Error("JoinHooks of empty sets has OnEvent")
+	}
+	j := JoinHooks(h("a"), Hooks{}, h("b"))
+	j.OnEvent(context.Background(), Event{Kind: EventRetry})
+	if want := []string{"a retry", "b retry"}; !slices.Equal(got, want) {
+		t.Errorf("got %q; want %q", got, want)
+	}
+	if s := EventKind(9).String(); s != "retry.EventKind(9)" {
+		t.Errorf("EventKind(9).String() = %q", s)
 	}
 }

@@ -1,6 +1,8 @@
 package retry
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -44,6 +46,69 @@ type Hooks struct {
 	OnRetry func(attempt int, delay time.Duration)
 	// OnGiveUp runs once when a call ends in failure.
 	OnGiveUp func(reason error, attempts int, last error)
+	// OnEvent is told of every event of a call (see [Event]) with the
+	// call's context: the one the shell started it with ([Do], [DoValue],
+	// httpx.Transport and grpcx's interceptors start calls with
+	// [Retrier.StartContext]), so that it can find the active span of a
+	// trace; context.Background() for a call started with StartAt (the
+	// simulator). When it is set, the shells read the clock on every call
+	// (see [Retrier.NeedsClock]), so that a request's duration is known.
+	OnEvent func(ctx context.Context, e Event)
+}
+
+// EventKind says what happened in an [Event].
+type EventKind uint8
+
+// The event kinds, in the order they happen to a call: attempts, each
+// failed one followed by a retry or by the end, then one end.
+const (
+	// EventAttempt: an attempt ended (Attempt, Class, Took: the
+	// attempt's duration).
+	EventAttempt EventKind = iota + 1
+	// EventRetry: a retry was granted, before the wait (Attempt: the
+	// attempt that failed, Delay).
+	EventRetry
+	// EventSucceeded: the call ended in success (Attempt: the attempts
+	// made, Took: the request's duration).
+	EventSucceeded
+	// EventGaveUp: the call ended in failure (Attempt: the attempts made,
+	// Took: the request's duration, Reason, Err: the last attempt's
+	// error).
+	EventGaveUp
+)
+
+var eventKindNames = [...]string{EventAttempt: "attempt", EventRetry: "retry", EventSucceeded: "succeeded", EventGaveUp: "gave-up"}
+
+// String returns the kind's name, such as "attempt".
+func (k EventKind) String() string {
+	if int(k) < len(eventKindNames) && eventKindNames[k] != "" {
+		return eventKindNames[k]
+	}
+	return fmt.Sprintf("retry.EventKind(%d)", uint8(k))
+}
+
+// Event is one thing that happened to a call, as [Hooks].OnEvent sees it.
+// Every call ends in exactly one EventSucceeded or EventGaveUp (a call
+// driven by a shell; the simulator, which drives the core without one,
+// never gives up through [Retrier.GiveUp] and so has no EventGaveUp).
+type Event struct {
+	Kind EventKind
+	// Attempt is the attempt number for EventAttempt and EventRetry, the
+	// attempts made (first try included) for the ends.
+	Attempt int
+	// Class is how the attempt ended (EventAttempt).
+	Class Class
+	// Took is the attempt's duration (EventAttempt) or the request's, from
+	// the start of its first attempt to its outcome (the ends); 0 when the
+	// clock was not read.
+	Took time.Duration
+	// Delay is the wait before the retry (EventRetry).
+	Delay time.Duration
+	// Reason is why retrying stopped, one of the Err… reasons
+	// (EventGaveUp).
+	Reason error
+	// Err is the last attempt's error (EventGaveUp).
+	Err error
 }
 
 // Option configures [New].
@@ -66,7 +131,7 @@ func WithDials(d *killswitch.Dials) Option { return func(r *Retrier) { r.dials =
 func WithHooks(h Hooks) Option {
 	return func(r *Retrier) {
 		r.hooks = h
-		r.hasHooks = h.OnAttempt != nil || h.OnRetry != nil || h.OnGiveUp != nil
+		r.hasHooks = h.OnAttempt != nil || h.OnRetry != nil || h.OnGiveUp != nil || h.OnEvent != nil
 	}
 }
 
@@ -102,7 +167,7 @@ func New(p Policy, opts ...Option) (*Retrier, error) {
 	if r.rand == nil {
 		r.rand = defaultRand
 	}
-	r.needClock = needsClock(r.budget)
+	r.needClock = needsClock(r.budget) || r.hooks.OnEvent != nil
 	return r, nil
 }
 
@@ -133,8 +198,15 @@ type Call struct {
 	prev     time.Duration // previous delay
 	deadline time.Time     // zero: none
 	started  time.Time     // start of the current attempt; zero when not timed
+	first    time.Time     // start of the first attempt; zero when not timed
+	took     time.Duration // from first to the end of the last attempt; 0 when not timed
 	ticket   budget.Ticket // of the current attempt
 	last     Class
+	// ctx is the context of the request the call makes, for Hooks.OnEvent
+	// only: nil when started with StartAt. A Call lives exactly as long as
+	// its request, as an http.Request does, which is why it may hold the
+	// request's context.
+	ctx context.Context
 }
 
 // Attempt returns the number of the current attempt (1 for the first try).
@@ -157,7 +229,35 @@ type Decision struct {
 // not measured.
 func (r *Retrier) StartAt(now, deadline time.Time) Call {
 	r.budget.BeginAt(now)
-	return Call{attempt: 1, deadline: deadline, started: now}
+	return Call{attempt: 1, deadline: deadline, started: now, first: now}
+}
+
+// StartContext is StartAt for a shell that has the request's context: the
+// call's events reach [Hooks].OnEvent with ctx. The production shells
+// start their calls with it.
+func (r *Retrier) StartContext(ctx context.Context, now, deadline time.Time) Call {
+	r.budget.BeginAt(now)
+	return Call{attempt: 1, deadline: deadline, started: now, first: now, ctx: ctx}
+}
+
+// event runs the OnEvent hook, if any, with the call's context.
+func (r *Retrier) event(c *Call, e Event) {
+	if !r.hasHooks || r.hooks.OnEvent == nil {
+		return
+	}
+	ctx := c.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r.hooks.OnEvent(ctx, e)
+}
+
+// ended records the end of the current attempt at now: the request's
+// duration so far, for the hooks (only they read it).
+func (c *Call) ended(now time.Time) {
+	if !c.first.IsZero() && !now.IsZero() {
+		c.took = now.Sub(c.first)
+	}
 }
 
 // EndAt records the end of the current attempt, with its class and the
@@ -184,20 +284,26 @@ func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64
 		if r.p.LearnAttemptTime && took > 0 {
 			r.learn(took)
 		}
-		if r.hasHooks && r.hooks.OnAttempt != nil {
-			r.hooks.OnAttempt(c.attempt, cls, took)
+		if r.hasHooks {
+			c.ended(now)
+			r.attempted(c, cls, took)
+			r.event(c, Event{Kind: EventSucceeded, Attempt: c.attempt, Took: c.took})
 		}
 		return Decision{}
 	}
-	if r.hasHooks && r.hooks.OnAttempt != nil {
-		r.hooks.OnAttempt(c.attempt, cls, took)
+	if r.hasHooks {
+		c.ended(now)
+		r.attempted(c, cls, took)
 	}
 	d, reason := r.decide(now, c, cls, sig, u)
 	if reason != nil {
 		return Decision{Reason: reason}
 	}
-	if r.hasHooks && r.hooks.OnRetry != nil {
-		r.hooks.OnRetry(c.attempt, d)
+	if r.hasHooks {
+		if r.hooks.OnRetry != nil {
+			r.hooks.OnRetry(c.attempt, d)
+		}
+		r.event(c, Event{Kind: EventRetry, Attempt: c.attempt, Delay: d})
 	}
 	return Decision{Retry: true, Delay: d}
 }
@@ -305,13 +411,25 @@ func (r *Retrier) FinishAt(now time.Time, c *Call, cls Class) {
 		r.budget.EndAt(now, budget.Ignore, c.ticket)
 	}
 	c.ticket = budget.Ticket{}
-	if r.hasHooks && r.hooks.OnAttempt != nil {
+	if r.hasHooks {
+		c.ended(now)
 		var took time.Duration
 		if !c.started.IsZero() && !now.IsZero() {
 			took = now.Sub(c.started)
 		}
+		r.attempted(c, cls, took)
+		if cls == Success {
+			r.event(c, Event{Kind: EventSucceeded, Attempt: c.attempt, Took: c.took})
+		}
+	}
+}
+
+// attempted runs the hooks of an attempt that ended.
+func (r *Retrier) attempted(c *Call, cls Class, took time.Duration) {
+	if r.hooks.OnAttempt != nil {
 		r.hooks.OnAttempt(c.attempt, cls, took)
 	}
+	r.event(c, Event{Kind: EventAttempt, Attempt: c.attempt, Class: cls, Took: took})
 }
 
 // NextAt starts the retry granted by the last EndAt.
@@ -325,6 +443,9 @@ func (r *Retrier) NextAt(now time.Time, c *Call) {
 func (r *Retrier) AbandonAt(now time.Time, c *Call) {
 	r.budget.EndAt(now, budget.Ignore, c.ticket)
 	c.ticket = budget.Ticket{}
+	if r.hasHooks {
+		c.ended(now)
+	}
 }
 
 // minAttemptTime is the configured minimum, raised to the learned average
@@ -364,15 +485,20 @@ func (r *Retrier) Classify(err error) Class { return classify(r.chain, err) }
 func (r *Retrier) Sample() float64 { return r.rand() }
 
 // NeedsClock reports whether the success path must read the clock (the
-// budget is time-windowed); shells may pass the zero Time otherwise.
+// budget is time-windowed, or [Hooks].OnEvent is set and wants the
+// request's duration); shells may pass the zero Time otherwise.
 func (r *Retrier) NeedsClock() bool { return r.needClock }
 
 // GiveUp builds the error a shell returns when the call ends in failure,
 // after the attempt c, for reason (a Decision's Reason) with the last
-// attempt's error, and runs the OnGiveUp hook.
+// attempt's error, and runs the OnGiveUp hook and OnEvent's EventGaveUp
+// (whose Took runs to the end of the last attempt, or to AbandonAt).
 func (r *Retrier) GiveUp(c *Call, reason, last error) error {
-	if r.hasHooks && r.hooks.OnGiveUp != nil {
-		r.hooks.OnGiveUp(reason, c.attempt, last)
+	if r.hasHooks {
+		if r.hooks.OnGiveUp != nil {
+			r.hooks.OnGiveUp(reason, c.attempt, last)
+		}
+		r.event(c, Event{Kind: EventGaveUp, Attempt: c.attempt, Took: c.took, Reason: reason, Err: last})
 	}
 	return &GiveUpError{Reason: reason, Last: last, Attempts: c.attempt}
 }
