@@ -15,6 +15,7 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 )
 
 replace github.com/stormguard/stormguard => ../
