@@ -31,6 +31,7 @@ var giveUpReasons = [...]struct {
 	{retry.ErrRetriesDisabled, "retries-disabled"},
 	{retry.ErrCanceled, "canceled"},
 	{retry.ErrRetryDeclined, "retry-declined"},
+	{retry.ErrBreakerOpen, "breaker-open"},
 }
 
 // clientSeries are the series of one client target, resolved once so that
