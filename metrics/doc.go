@@ -40,7 +40,7 @@
 //	stormguard_giveups_total           counter    client   reason       calls that ended in failure, by why retrying stopped:
 //	                                                                    attempts-exhausted, budget-exhausted, deadline,
 //	                                                                    not-retryable, server-said-stop, retries-disabled,
-//	                                                                    canceled, other
+//	                                                                    canceled, breaker-open, other
 //	stormguard_budget_level            gauge      client                tokens in the retry budget now
 //	stormguard_budget_capacity         gauge      client                tokens in the retry budget when full
 //	stormguard_budget_fallback         gauge      client                1 while a fleet budget uses its local fallback share
