@@ -8,6 +8,7 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/sethvargo/go-retry v0.5.0
+	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/stormguard/stormguard v0.0.0
 )
 
@@ -15,7 +16,6 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
-	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 )
 
 replace github.com/stormguard/stormguard => ../
