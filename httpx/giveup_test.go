@@ -3,9 +3,12 @@ package httpx_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,4 +184,32 @@ func TestTransportBreaker(t *testing.T) {
 	if err != nil || readClose(t, resp) != "ok" || b.State() != breaker.Closed {
 		t.Fatalf("probe: %v %v, state %v; want ok and closed", resp, err, b.State())
 	}
+}
+
+// The README's give-up snippet, against a server that is always busy.
+func ExampleClient_giveUp() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "0")
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	p, _ := retry.Preset("stormguard")
+	p.Backoff = backoff.Policy{Kind: backoff.Constant, Base: time.Millisecond} // a quick example
+	p.ThrottleBackoff = nil
+	client := httpx.Client(nil, retry.MustNew(p))
+	defer client.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	resp, err := client.Do(req)
+
+	var se *httpx.StatusError
+	switch {
+	case err == nil:
+		defer resp.Body.Close()
+	case errors.Is(err, retry.ErrBudgetExhausted), errors.Is(err, retry.ErrBreakerOpen):
+		fmt.Println("degrade")
+	case errors.As(err, &se):
+		body, _ := io.ReadAll(se.Response.Body)
+		fmt.Printf("gave up on %s (%s): %s", se.Status, strings.TrimSpace(string(body)), errors.Unwrap(err))
+	}
+	// Output: gave up on 503 Service Unavailable (busy): gave up after 3 attempt(s): attempts exhausted: httpx: server answered 503 Service Unavailable
 }
