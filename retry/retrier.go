@@ -169,7 +169,6 @@ type Call struct {
 	started  time.Time     // start of the current attempt; zero when not timed
 	ticket   budget.Ticket // of the current attempt
 	permit   breaker.Permit
-	last     Class
 }
 
 // Attempt returns the number of the current attempt (1 for the first try).
@@ -235,7 +234,6 @@ func breakerOutcome(cls Class) breaker.Outcome {
 // charged to the budget; the caller must then call NextAt when it starts, or
 // AbandonAt if it never does.
 func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64) Decision {
-	c.last = cls
 	if r.breaker != nil {
 		r.breaker.EndAt(now, c.permit, breakerOutcome(cls))
 		c.permit = breaker.Permit{}
@@ -368,7 +366,6 @@ func addSat(a, b time.Duration) time.Duration {
 // the budget learns the outcome, the OnAttempt hook runs, and no retry is
 // asked for or charged.
 func (r *Retrier) FinishAt(now time.Time, c *Call, cls Class) {
-	c.last = cls
 	if r.breaker != nil {
 		r.breaker.EndAt(now, c.permit, breakerOutcome(cls))
 		c.permit = breaker.Permit{}
