@@ -19,6 +19,14 @@
 // Every granted AllowAt is followed by exactly one EndAt (Ignore for a
 // call that was never sent). Which results are failures is the caller's
 // choice; package retry maps its classes (see retry.WithBreaker).
+//
+// The presets ([Preset]), as plain data:
+//
+//	name        mode         opens when                       open for     half-open
+//	failsafe    consecutive  1 failure                        1 min        1 probe, 1 success closes
+//	gobreaker   consecutive  6 failures in a row              60 s         1 probe, 1 success closes
+//	rate        rate         ≥ 50 % of ≥ 20 calls in 10 s     5 s ± 20 %   3 probes, 3 successes close
+//	stormguard  consecutive  5 failures in a row              5 s ± 20 %   1 probe, 2 successes close
 package breaker
 
 import (
