@@ -8,6 +8,7 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/sethvargo/go-retry v0.5.0
+	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/stormguard/stormguard v0.0.0
 )
 

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/retry"
@@ -114,7 +116,23 @@ func DialOptions(r *retry.Retrier, opts ...ClientOption) []grpc.DialOption {
 // status.FromError(err) report that attempt's status (or CANCELLED or
 // DEADLINE_EXCEEDED when ctx ended while waiting to retry), errors.As finds
 // the *StatusError with its metadata, and the GiveUpError's RetryClass tells
-// a layer above not to retry a call this layer already retried.
+// a layer above not to retry a call this layer already retried. With a
+// circuit breaker on the retrier ([retry.WithBreaker]) every attempt asks it
+// first; one it refuses is not sent, and the call gives up with
+// [retry.ErrBreakerOpen], its status UNAVAILABLE when no attempt was made.
+// This is the same give-up contract as httpx.Transport's.
+//
+// With a hedging policy ([retry.Policy].Hedge), calls of retryable methods
+// whose reply is a proto.Message are hedged instead of retried, with gRFC
+// A6's rules ([retry.HedgePolicy]): a copy of the call every Delay without a
+// success, up to MaxAttempts in flight, each with its attempt number in
+// stormguard-attempt and grpc-previous-rpc-attempts (so that a stormguard
+// server sheds hedges first) and each after the first charged to the retry
+// budget; a retryable failure sends the next copy at once (or after
+// grpc-retry-pushback-ms); the first success is copied into reply (and its
+// header and trailer into the caller's grpc.Header and grpc.Trailer
+// options) and the rest are cancelled; a fatal status ends the call at once.
+// Streams are not hedged.
 func UnaryClientInterceptor(r *retry.Retrier, opts ...ClientOption) grpc.UnaryClientInterceptor {
 	return newClient(r, opts).unary
 }
@@ -131,8 +149,18 @@ func (cl *client) unary(ctx context.Context, method string, req, reply any, cc *
 	callOpts := make([]grpc.CallOption, len(opts), len(opts)+2)
 	copy(callOpts, opts) // never append to the caller's slice
 
+	if h := r.Policy().Hedge; h != nil && h.MaxAttempts > 1 && retryable {
+		if pm, ok := reply.(proto.Message); ok {
+			return cl.hedge(ctx, now, dl, base, crit, method, req, pm, cc, invoker, callOpts)
+		}
+	}
+
 	c := r.StartContext(ctx, now, dl)
+	var last error // the previous attempt's error
 	for {
+		if !r.AllowAt(now, &c) {
+			return r.GiveUp(&c, retry.ErrBreakerOpen, breakerLast(last))
+		}
 		o := cl.invoke(ctx, attemptContext(ctx, base, c.Attempt(), crit), method, req, reply, cc, invoker, callOpts)
 		end := time.Now()
 		if o.cls == retry.Success {
@@ -142,7 +170,18 @@ func (cl *client) unary(ctx context.Context, method string, req, reply any, cc *
 		if err := cl.next(ctx, dl, &c, retryable, o, end); err != nil {
 			return err
 		}
+		now, last = time.Now(), o.err
 	}
+}
+
+// breakerLast is the last error of a call the circuit breaker stopped:
+// the previous attempt's, or, when none was sent, an UNAVAILABLE status, so
+// that status.Code reports UNAVAILABLE for every give-up of a refused call.
+func breakerLast(last error) error {
+	if last != nil {
+		return last
+	}
+	return &StatusError{Status: status.New(codes.Unavailable, "grpcx: circuit breaker open, call not sent")}
 }
 
 // outcome is how one attempt ended.
@@ -155,6 +194,13 @@ type outcome struct {
 // invoke makes one attempt of a unary call with the attempt context actx,
 // bounded by the policy's AttemptTimeout, and classifies its result.
 func (cl *client) invoke(ctx, actx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) outcome {
+	o, _, _ := cl.invokeMD(ctx, actx, method, req, reply, cc, invoker, opts)
+	return o
+}
+
+// invokeMD is invoke that also returns the attempt's header and trailer
+// metadata.
+func (cl *client) invokeMD(ctx, actx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (outcome, metadata.MD, metadata.MD) {
 	timeout := cl.r.Policy().AttemptTimeout
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -164,14 +210,14 @@ func (cl *client) invoke(ctx, actx context.Context, method string, req, reply an
 	var header, trailer metadata.MD
 	err := invoker(actx, method, req, reply, cc, append(opts, grpc.Header(&header), grpc.Trailer(&trailer))...)
 	if err == nil {
-		return outcome{cls: retry.Success}
+		return outcome{cls: retry.Success}, header, trailer
 	}
 	o := cl.classify(ctx, err, header, trailer)
 	if timeout > 0 && o.cls != retry.Canceled && actx.Err() == context.DeadlineExceeded {
 		o.err = fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, timeout, o.err)
 		o.cls = retry.Timeout
 	}
-	return o
+	return o, header, trailer
 }
 
 // classify gives the outcome of an attempt of a call made with ctx that

@@ -40,6 +40,9 @@ import (
 // retrying stops, the error the stream reports (from opening it, or from
 // RecvMsg) is a *[retry.GiveUpError] as for unary calls.
 //
+// With a circuit breaker on the retrier every attempt asks it first, as for
+// unary calls; streams are never hedged.
+//
 // While a server-streaming call may still be retried, Header and Trailer
 // report the current attempt's metadata, and Context its context. A stream
 // whose caller gives up on it (cancels ctx) before reading its first
@@ -58,7 +61,11 @@ func (cl *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	retryable := cl.retryable == nil || cl.retryable(method)
 	base, crit := outgoing(ctx)
 	c := r.StartContext(ctx, now, dl)
+	var last error // the previous attempt's error
 	for {
+		if !r.AllowAt(now, &c) {
+			return nil, r.GiveUp(&c, retry.ErrBreakerOpen, breakerLast(last))
+		}
 		cs, err := streamer(attemptContext(ctx, base, c.Attempt(), crit), desc, cc, method, opts...)
 		end := time.Now()
 		if err == nil {
@@ -82,6 +89,7 @@ func (cl *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 		if err := cl.next(ctx, dl, &c, retryable, o, end); err != nil {
 			return nil, err
 		}
+		now, last = time.Now(), o.err
 	}
 }
 
@@ -181,6 +189,10 @@ func (s *retryingStream) RecvMsg(m any) error {
 			if err := s.cl.next(s.ctx, s.dl, &s.c, s.retryable, o, end); err != nil {
 				s.done()
 				return err
+			}
+			if !r.AllowAt(time.Now(), &s.c) {
+				s.done()
+				return r.GiveUp(&s.c, retry.ErrBreakerOpen, o.err)
 			}
 			next, err := s.open()
 			if err == nil {

@@ -29,9 +29,10 @@
 //
 // When it stops retrying on a failure response after more than one attempt,
 // or because the retry budget or the kill switch refused the retry, it sets
-// Stormguard-Retries-Exhausted: 1 on the response it returns, so that a
-// service which relays the failure tells its own callers not to retry:
-// retries happen at one layer only.
+// Stormguard-Retries-Exhausted: 1 on that response (the one the
+// *retry.GiveUpError it returns carries), so that a service which relays the
+// failure tells its own callers not to retry: retries happen at one layer
+// only ([RelayExhaustedError] does it from the error).
 //
 // See the documentation of [Transport.RoundTrip] for the full contract. An
 // optional [AdaptiveThrottle] (the SRE book's client-side throttling)

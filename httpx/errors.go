@@ -19,9 +19,9 @@ var ErrAttemptTimeout = errors.New("httpx: attempt timed out")
 //
 // The retrier's classifiers see it when a response is classified (so a
 // classifier installed with [retry.WithClassifiers] can overrule the default,
-// [retry.ClassifyHTTPStatus]), and a [retry.GiveUpError] keeps it as the last
-// error when the caller cancels while waiting to retry a failure response.
-// A final failure response is returned as a response, not as this error.
+// [retry.ClassifyHTTPStatus]); Response is nil then. When the Transport gives
+// up on a failure response it returns a [retry.GiveUpError] whose last error
+// is this one, with Response set (see [Transport.RoundTrip]).
 //
 // It carries no server signals on purpose: the Transport passes them to the
 // retrier beside the class, and reads them from Header.
@@ -29,7 +29,16 @@ type StatusError struct {
 	StatusCode int         // 503
 	Status     string      // "503 Service Unavailable"
 	Header     http.Header // the response's header; do not modify
+	// Response is the failure response, when the Transport returns this
+	// error: its Body was read into memory (up to 64 KiB; a longer body
+	// reads as its first 64 KiB, then fails with [ErrBodyTruncated]) and
+	// the connection's body closed, so there is nothing to close.
+	Response *http.Response
 }
+
+// ErrBodyTruncated is the error reading a [StatusError]'s Response.Body
+// returns after its first 64 KiB, when the server sent more.
+var ErrBodyTruncated = errors.New("httpx: failure response body truncated at 64 KiB")
 
 func (e *StatusError) Error() string { return "httpx: server answered " + e.Status }
 

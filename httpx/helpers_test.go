@@ -2,6 +2,7 @@ package httpx_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -239,6 +240,17 @@ func wantAttempts(n int) []string {
 		a[i] = strconv.Itoa(i + 1)
 	}
 	return a
+}
+
+// lastResponse turns a give-up on a failure response back into that
+// response (the Transport's give-up error carries it), for tests that look at
+// the server's answer; other results pass through.
+func lastResponse(resp *http.Response, err error) (*http.Response, error) {
+	var se *httpx.StatusError
+	if err != nil && errors.As(err, &se) && se.Response != nil {
+		return se.Response, nil
+	}
+	return resp, err
 }
 
 // readClose reads and closes a response body.

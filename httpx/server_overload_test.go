@@ -208,7 +208,7 @@ func TestServerServiceSaturated(t *testing.T) {
 	}
 	trips := base.trips.Load()
 	rec.classes = nil
-	resp, err = tr.RoundTrip(get(t, context.Background(), gs.URL))
+	resp, err = lastResponse(tr.RoundTrip(get(t, context.Background(), gs.URL)))
 	if err != nil {
 		t.Fatalf("RoundTrip: %v", err)
 	}
@@ -261,7 +261,7 @@ func TestServerKillSwitch(t *testing.T) {
 	}
 	sendAll := func(n int) (ok, shed int) {
 		for range n {
-			resp, err := tr.RoundTrip(get(t, context.Background(), gs.URL))
+			resp, err := lastResponse(tr.RoundTrip(get(t, context.Background(), gs.URL)))
 			if err != nil {
 				t.Fatalf("RoundTrip: %v", err)
 			}

@@ -54,13 +54,16 @@ func plainClient(t *testing.T, conns int) *http.Client {
 }
 
 // sgTransport is a Transport over a base transport of its own (closed
-// with the test), retrying as r decides (nil: one attempt).
+// with the test), retrying as r decides (nil: one attempt). These tests
+// look at the server's answers, so every failure comes back as a response.
 func sgTransport(t *testing.T, r *retry.Retrier) *httpx.Transport {
 	t.Helper()
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = 64
 	t.Cleanup(base.CloseIdleConnections)
-	return httpx.NewTransport(base, r)
+	tr := httpx.NewTransport(base, r)
+	tr.ResponseOnGiveUp = true
+	return tr
 }
 
 // answer is what a client got.

@@ -226,7 +226,7 @@ func TestTransportThrottle(t *testing.T) {
 			srv := newServer(t, reply{status: tc.status, header: tc.header})
 			base := newCounting(t)
 			th := newThrottle(t, httpx.ThrottleConfig{})
-			tr := &httpx.Transport{Base: base, Throttle: th} // one attempt per request
+			tr := &httpx.Transport{Base: base, Throttle: th, ResponseOnGiveUp: true} // one attempt per request
 			const n = 200
 			var local int
 			for range n {

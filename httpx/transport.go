@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,8 @@ type Transport struct {
 	// Retrier decides whether and when to retry, and keeps the state shared
 	// by all requests (the retry budget, the learned attempt time). Its
 	// policy's AttemptTimeout bounds each attempt. Nil means a single attempt
-	// per request.
+	// per request, and every response returned as it came (there is no
+	// retrying to give up on).
 	Retrier *retry.Retrier
 	// PropagateDeadline stamps Stormguard-Timeout on every attempt whose
 	// context has a deadline: the caller's, or AttemptTimeout from now if
@@ -51,6 +53,13 @@ type Transport struct {
 	// Stormguard-Overload; a transport error or a timeout is not an accept.
 	// Share one per backend. Nil means no throttling, at no cost.
 	Throttle *AdaptiveThrottle
+	// ResponseOnGiveUp returns the last failure response with a nil error
+	// when retrying stops on one, as it came from the server (the header
+	// Stormguard-Retries-Exhausted aside), instead of a *retry.GiveUpError
+	// that carries it. For reverse proxies that relay responses as they
+	// are; the caller must then close the body, and learns why retrying
+	// stopped only from the hooks.
+	ResponseOnGiveUp bool
 }
 
 // NewTransport returns a Transport that sends attempts through base (nil:
@@ -102,16 +111,38 @@ var single = retry.MustNew(retry.Policy{MaxAttempts: 1})
 //
 // Responses are classified by status: below 400 is [retry.Success];
 // otherwise the Retrier's classifiers see a [*StatusError] (one may accept a
-// status by answering Success) and the default is [retry.ClassifyHTTPStatus]. The server's signals ([ParseSignal]) go to the
-// Retrier with the class. Transport errors are classified by the Retrier
-// ([retry.Retrier.Classify]).
+// status by answering Success) and the default is [retry.ClassifyHTTPStatus].
+// The server's signals ([ParseSignal]) go to the Retrier with the class.
+// Transport errors are classified by the Retrier ([retry.Retrier.Classify]).
+// With a circuit breaker on the Retrier ([retry.WithBreaker]) every attempt
+// asks it first; an attempt it refuses is not sent.
 //
-// When retrying stops on a response, RoundTrip returns that response with a
-// nil error, as it came from the server, except that a failure response gets
-// the header Stormguard-Retries-Exhausted: 1 when more than one attempt was
-// made, or when the retry budget or the kill switch refused the retry. When
-// retrying stops on a transport error, RoundTrip returns the
-// [*retry.GiveUpError] that wraps the last attempt's error and says why.
+// What the caller gets, the give-up contract (the same as grpcx's):
+//
+//   - a success, or a failure response the policy never retries (class
+//     [retry.NeverRetry]: 400, 404, 501 …, the server's definitive answer):
+//     the response, with a nil error, as net/http gives it;
+//   - whenever retrying stopped on anything else: a nil response and a
+//     [*retry.GiveUpError] (http.Client wraps it in a *url.Error, which
+//     errors.Is and errors.As see through). errors.Is(err, reason) says why
+//     it stopped: [retry.ErrAttemptsExhausted], [retry.ErrBudgetExhausted],
+//     [retry.ErrDeadline], [retry.ErrServerSaidStop],
+//     [retry.ErrRetriesDisabled], [retry.ErrBreakerOpen], [retry.ErrCanceled],
+//     [retry.ErrNotRetryable] (a body that cannot be replayed) …; when the
+//     last attempt got a response, errors.As(err, &se) finds its
+//     [*StatusError], whose StatusCode, Header and Response (body already
+//     read into memory and closed: nothing to close, nothing leaks) describe
+//     it, and otherwise errors.Is and errors.As see the transport error.
+//
+// A failure response the caller gets (either way) carries the header
+// Stormguard-Retries-Exhausted: 1 when more than one attempt was made, or
+// when the retry budget or the kill switch refused the retry, so that a
+// proxy relaying it tells its own callers not to retry. Set
+// ResponseOnGiveUp to get every failure response back as a response with a
+// nil error instead (a reverse proxy that relays responses as they are).
+//
+// With a hedging policy ([retry.Policy].Hedge), idempotent requests are
+// hedged instead of retried: see [Transport.Hedge].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	r := t.Retrier
@@ -130,10 +161,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	replayable := !hasBody || req.GetBody != nil
+	if h := r.Policy().Hedge; h != nil && h.MaxAttempts > 1 && replayable && idempotent(req) {
+		return t.hedge(ctx, base, r, req, now, deadline)
+	}
 
 	c := r.StartContext(ctx, now, deadline)
 	body := req.Body // the first attempt sends the caller's body
+	var last error   // the previous attempt's error
 	for {
+		if !r.AllowAt(now, &c) {
+			closeBody(body)
+			return nil, r.GiveUp(&c, retry.ErrBreakerOpen, last)
+		}
 		o := t.send(ctx, base, r, req, body, c.Attempt())
 		end := time.Now()
 		if o.cls == retry.Success {
@@ -151,7 +190,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return t.stop(r, &c, d.Reason, o)
 		}
 		if o.resp != nil {
-			discard(o.resp)
+			keep(o.resp, o.err) // drained and closed; the caller may still see it in a give-up
 		}
 		if err := wait(ctx, deadline, d.Delay); err != nil {
 			r.AbandonAt(time.Now(), &c)
@@ -165,12 +204,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			body = b
 		}
-		r.NextAt(time.Now(), &c)
+		now = time.Now()
+		r.NextAt(now, &c)
+		last = o.err
 	}
 }
 
-// stop ends a call that failed: it returns the last response, marked when
-// this layer retried, or the give-up error.
+// stop ends a call that failed, after its attempt c, for reason: the
+// give-up error, or the last response itself (see RoundTrip).
 func (t *Transport) stop(r *retry.Retrier, c *retry.Call, reason error, o outcome) (*http.Response, error) {
 	err := r.GiveUp(c, reason, o.err) // also runs the OnGiveUp hook
 	if o.resp == nil {
@@ -182,8 +223,45 @@ func (t *Transport) stop(r *retry.Retrier, c *retry.Call, reason error, o outcom
 		}
 		o.resp.Header[wire.HeaderRetriesExhausted] = []string{wire.ExhaustedValue}
 	}
-	return o.resp, nil
+	if t.ResponseOnGiveUp || o.cls == retry.NeverRetry || t.Retrier == nil {
+		return o.resp, nil
+	}
+	keep(o.resp, o.err)
+	return nil, err
 }
+
+// keep reads a failure response's body into memory (up to drainLimit) and
+// closes the connection's body, then hands the response to its
+// StatusError: a give-up error that carries it leaks nothing.
+func keep(resp *http.Response, err error) {
+	var se *StatusError
+	if !errors.As(err, &se) || se.Response != nil {
+		discard(resp)
+		return
+	}
+	se.Response = resp
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return
+	}
+	data, rerr := io.ReadAll(io.LimitReader(resp.Body, drainLimit+1))
+	_ = resp.Body.Close()
+	var tail io.Reader = eofReader{}
+	switch {
+	case len(data) > drainLimit:
+		data, tail = data[:drainLimit], errReader{ErrBodyTruncated}
+	case rerr != nil:
+		tail = errReader{rerr}
+	}
+	resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(data), tail))
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // outcome is how one attempt ended.
 type outcome struct {

@@ -50,6 +50,7 @@ func TestTransportResponses(t *testing.T) {
 		wantDelays    []time.Duration // nil: no retry
 		wantExhausted bool            // Stormguard-Retries-Exhausted on the response
 		wantGiveUp    error           // the reason the OnGiveUp hook saw; nil: none
+		wantErr       bool            // a *retry.GiveUpError carrying the response, not the response
 	}{
 		{name: "first try", replies: []reply{ok},
 			wantStatus: 200, wantAttempts: 1},
@@ -59,21 +60,21 @@ func TestTransportResponses(t *testing.T) {
 		{name: "Retry-After date in the past", replies: []reply{with(503, "Retry-After", "Sun, 06 Nov 1994 08:49:37 GMT"), ok},
 			wantStatus: 200, wantAttempts: 2, wantDelays: []time.Duration{time.Millisecond}},
 		{name: "Retry-After negative", replies: []reply{with(503, "Retry-After", "-5"), ok},
-			wantStatus: 503, wantAttempts: 1, wantGiveUp: retry.ErrServerSaidStop},
+			wantStatus: 503, wantAttempts: 1, wantErr: true, wantGiveUp: retry.ErrServerSaidStop},
 		{name: "Retry-After malformed", replies: []reply{with(503, "Retry-After", "soon"), ok},
-			wantStatus: 503, wantAttempts: 1, wantGiveUp: retry.ErrServerSaidStop},
+			wantStatus: 503, wantAttempts: 1, wantErr: true, wantGiveUp: retry.ErrServerSaidStop},
 		{name: "X-Amz-Retry-After honoured", replies: []reply{with(503, "X-Amz-Retry-After", "40"), ok},
 			wantStatus: 200, wantAttempts: 2, wantDelays: []time.Duration{40 * time.Millisecond}},
 		{name: "X-Amz-Retry-After malformed is ignored", replies: []reply{with(503, "X-Amz-Retry-After", "soon"), ok},
 			wantStatus: 200, wantAttempts: 2, wantDelays: []time.Duration{time.Millisecond}},
 		{name: "service overloaded", replies: []reply{with(503, "Stormguard-Overload", "service"), ok},
-			wantStatus: 503, wantAttempts: 1, wantGiveUp: retry.ErrServerSaidStop},
+			wantStatus: 503, wantAttempts: 1, wantErr: true, wantGiveUp: retry.ErrServerSaidStop},
 		{name: "instance overloaded", replies: []reply{with(503, "Stormguard-Overload", "instance"), ok},
 			wantStatus: 200, wantAttempts: 2, wantDelays: []time.Duration{time.Millisecond}},
 		{name: "unknown overload value counts as instance", replies: []reply{with(503, "Stormguard-Overload", "meltdown"), ok},
 			wantStatus: 200, wantAttempts: 2, wantDelays: []time.Duration{time.Millisecond}},
 		{name: "exhausted downstream", replies: []reply{with(503, "Stormguard-Retries-Exhausted", "1"), ok},
-			wantStatus: 503, wantAttempts: 1, wantExhausted: true, wantGiveUp: retry.ErrServerSaidStop},
+			wantStatus: 503, wantAttempts: 1, wantExhausted: true, wantErr: true, wantGiveUp: retry.ErrServerSaidStop},
 		{name: "429 throttling backoff", replies: []reply{{status: 429}, ok},
 			wantStatus: 200, wantAttempts: 2, wantDelays: []time.Duration{30 * time.Millisecond}},
 		{name: "408 retried", replies: []reply{{status: 408}, ok},
@@ -84,14 +85,14 @@ func TestTransportResponses(t *testing.T) {
 			wantStatus: 501, wantAttempts: 1, wantGiveUp: retry.ErrNotRetryable},
 		{name: "final 503 after retries is marked exhausted", replies: []reply{r503, {status: 502}, {status: 504}},
 			wantStatus: 504, wantAttempts: 3, wantDelays: []time.Duration{time.Millisecond, time.Millisecond},
-			wantExhausted: true, wantGiveUp: retry.ErrAttemptsExhausted},
+			wantExhausted: true, wantErr: true, wantGiveUp: retry.ErrAttemptsExhausted},
 		{name: "retried then not retryable is marked exhausted", replies: []reply{r503, {status: 404}},
 			wantStatus: 404, wantAttempts: 2, wantDelays: []time.Duration{time.Millisecond},
 			wantExhausted: true, wantGiveUp: retry.ErrNotRetryable},
 		{name: "kill switch", replies: []reply{r503, ok}, opts: []retry.Option{killed()},
-			wantStatus: 503, wantAttempts: 1, wantExhausted: true, wantGiveUp: retry.ErrRetriesDisabled},
+			wantStatus: 503, wantAttempts: 1, wantExhausted: true, wantErr: true, wantGiveUp: retry.ErrRetriesDisabled},
 		{name: "budget empty", replies: []reply{r503, ok}, opts: []retry.Option{retry.WithBudget(denyBudget{})},
-			wantStatus: 503, wantAttempts: 1, wantExhausted: true, wantGiveUp: retry.ErrBudgetExhausted},
+			wantStatus: 503, wantAttempts: 1, wantExhausted: true, wantErr: true, wantGiveUp: retry.ErrBudgetExhausted},
 		{name: "classifier accepts 404", replies: []reply{{status: 404}},
 			opts: []retry.Option{retry.WithClassifiers(retry.ClassifierFunc(func(err error) (retry.Class, bool) {
 				var se *httpx.StatusError
@@ -107,8 +108,18 @@ func TestTransportResponses(t *testing.T) {
 			tr, base, rec := setup(t, fast(), tt.opts...)
 			srv := newServer(t, tt.replies...)
 			resp, err := tr.RoundTrip(get(t, context.Background(), srv.URL))
+			if gotErr := err != nil; gotErr != tt.wantErr {
+				t.Fatalf("RoundTrip: err = %v, want an error: %v", err, tt.wantErr)
+			}
 			if err != nil {
-				t.Fatalf("RoundTrip: %v", err)
+				// The give-up contract: why it stopped, and the last response.
+				var gu *retry.GiveUpError
+				var se *httpx.StatusError
+				if resp != nil || !errors.As(err, &gu) || !errors.Is(err, tt.wantGiveUp) || gu.Attempts != tt.wantAttempts ||
+					!errors.As(err, &se) || se.Response == nil {
+					t.Fatalf("RoundTrip = %v, %v; want no response and a GiveUpError (%v, %d attempts) carrying the last response", resp, err, tt.wantGiveUp, tt.wantAttempts)
+				}
+				resp = se.Response
 			}
 			body := readClose(t, resp)
 			if got := resp.StatusCode; got != tt.wantStatus {
@@ -300,7 +311,7 @@ func TestTransportRequestBody(t *testing.T) {
 			wantAttempts: 3, wantStatus: 200},
 		{name: "no GetBody: one attempt", replies: []reply{{status: 503}, {status: 200}},
 			getBody:      func(*http.Request) func() (io.ReadCloser, error) { return nil },
-			wantAttempts: 1, wantStatus: 503},
+			wantAttempts: 1, wantErr: retry.ErrNotRetryable},
 		{name: "no GetBody, connection closed: one attempt", replies: []reply{{hijack: true}, {status: 200}},
 			getBody:      func(*http.Request) func() (io.ReadCloser, error) { return nil },
 			wantAttempts: 1, wantErr: retry.ErrNotRetryable},

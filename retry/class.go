@@ -73,8 +73,8 @@ type ClassifierFunc func(err error) (Class, bool)
 func (f ClassifierFunc) Classify(err error) (Class, bool) { return f(err) }
 
 // Chain is an ordered list of classifiers: the first definite answer wins.
-// An error no classifier knows is [Transient] when it is a network error and
-// [NeverRetry] otherwise (see [Default]).
+// A [Retrier] asks its chain, then [Default]; an error neither knows is
+// [NeverRetry] (or [Transient] with [WithRetryUnknown]).
 type Chain []Classifier
 
 // Classify asks each classifier in turn; nil is [Success].
@@ -90,9 +90,9 @@ func (ch Chain) Classify(err error) (Class, bool) {
 	return 0, false
 }
 
-// Classify is the classification a [Retrier] uses: the chain, then the
-// defaults, then NeverRetry.
-func classify(ch Chain, err error) Class {
+// classify is the classification a [Retrier] uses: the chain, then the
+// defaults, then unknown (NeverRetry, or Transient with [WithRetryUnknown]).
+func classify(ch Chain, err error, unknown Class) Class {
 	if err == nil {
 		return Success
 	}
@@ -102,7 +102,7 @@ func classify(ch Chain, err error) Class {
 	if c, ok := Default.Classify(err); ok {
 		return c
 	}
-	return NeverRetry
+	return unknown
 }
 
 // The interfaces the default classifiers look for with errors.As. Any error

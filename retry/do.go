@@ -11,12 +11,35 @@ func defaultRand() float64 { return rand.Float64() }
 
 // Do calls fn until it succeeds or the retrier gives up, waiting between
 // attempts as the policy says. It returns nil or a *[GiveUpError] that wraps
-// fn's last error and says why retrying stopped.
+// fn's last error and says why retrying stopped: errors.Is(err,
+// ErrAttemptsExhausted), ErrBudgetExhausted, ErrDeadline, ErrNotRetryable,
+// ErrServerSaidStop, ErrRetriesDisabled, ErrCanceled, ErrRetryDeclined or
+// ErrBreakerOpen; errors.Is and errors.As also see fn's last error.
+//
+// What is retried, by default (the retrier's classifiers, [WithClassifiers],
+// are asked first and may say otherwise):
+//
+//   - retried: errors of class Transient, Throttling or Timeout: connection
+//     refused, reset or aborted, broken pipe, EOF and unexpected EOF,
+//     net.ErrClosed and other *net.OpError; a net.Error whose Timeout() is
+//     true; an error with HTTPStatus() 408, 429, 500, 502, 503 or 504 (what
+//     httpx produces); an error with GRPCCode() UNAVAILABLE, ABORTED,
+//     RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED (what grpcx produces); an
+//     error whose RetryClass() says so; an attempt that ran past the
+//     policy's AttemptTimeout;
+//   - not retried: everything else, and in particular an error no
+//     classifier knows, such as a plain errors.New("…"): it is NeverRetry.
+//     [WithRetryUnknown] retries those too (failsafe-go's default):
+//     retry.MustNew(p, retry.WithRetryUnknown());
+//   - never retried: the caller's own cancellation or deadline (ctx done),
+//     and a failure the server said not to retry (see [Default]).
 //
 // fn receives ctx, or a child of it bounded by the policy's AttemptTimeout.
 // When ctx is done, Do stops at once: the caller's own cancellation and
-// deadline are never retried. On the success path Do allocates nothing and
-// reads the clock only if the budget or the learned attempt time needs it.
+// deadline are never retried. With a circuit breaker ([WithBreaker]) every
+// attempt is asked of it first; one it refuses is not made. On the success
+// path Do allocates nothing and reads the clock only if the budget, the
+// breaker or the learned attempt time needs it.
 func Do(ctx context.Context, r *Retrier, fn func(context.Context) error) error {
 	_, err := DoValue(ctx, r, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 	return err
@@ -25,7 +48,7 @@ func Do(ctx context.Context, r *Retrier, fn func(context.Context) error) error {
 // DoValue is [Do] for a function that returns a value: the value of the
 // successful attempt, or the zero value with the give-up error.
 func DoValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
-	timed := r.needClock
+	timed := r.needClock || r.breaker != nil && r.breaker.NeedsClock()
 	if r.p.LearnAttemptTime {
 		if _, ok := ctx.Deadline(); ok {
 			timed = true
@@ -36,7 +59,12 @@ func DoValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T
 		now = time.Now()
 	}
 	c := r.StartContext(ctx, now, time.Time{})
+	var last error // the previous attempt's error
 	for {
+		if r.breaker != nil && !r.AllowAt(now, &c) {
+			var zero T
+			return zero, r.GiveUp(&c, ErrBreakerOpen, last)
+		}
 		v, err := attempt(ctx, r.p.AttemptTimeout, fn)
 		if err == nil {
 			var end time.Time
@@ -69,7 +97,9 @@ func DoValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T
 			var zero T
 			return zero, r.GiveUp(&c, ErrCanceled, fmt.Errorf("%w; then, waiting to retry: %w", err, context.Cause(ctx)))
 		}
-		r.NextAt(time.Now(), &c)
+		now = time.Now()
+		r.NextAt(now, &c)
+		last = err
 	}
 }
 

@@ -47,6 +47,11 @@ type Policy struct {
 	// observed successful attempt latencies. It costs two clock reads per
 	// attempt, and only when the caller's context has a deadline.
 	LearnAttemptTime bool `json:"learn_attempt_time,omitempty" yaml:"learn_attempt_time,omitempty"`
+	// Hedge, when set with MaxAttempts above 1, makes the shells (httpx,
+	// grpcx) hedge the requests they can (idempotent HTTP requests with a
+	// replayable body; unary gRPC calls) instead of retrying them; see
+	// [HedgePolicy]. gRFC A6: a call is retried or hedged, never both [nil].
+	Hedge *HedgePolicy `json:"hedge,omitempty" yaml:"hedge,omitempty"`
 }
 
 // Pushback says how a server's requested delay moves the computed backoff.
@@ -87,6 +92,13 @@ func (p Policy) WithDefaults() Policy {
 	if p.Pushback.Max == 0 {
 		p.Pushback.Max = DefaultPushbackMax
 	}
+	if p.Hedge != nil {
+		h := *p.Hedge // never write through the caller's pointer
+		if h.MaxAttempts == 0 {
+			h.MaxAttempts = DefaultHedgeAttempts
+		}
+		p.Hedge = &h
+	}
 	return p
 }
 
@@ -105,6 +117,11 @@ func (p Policy) Validate() error {
 	}
 	if err := p.Budget.Validate(); err != nil {
 		return fmt.Errorf("retry: budget: %w", err)
+	}
+	if p.Hedge != nil {
+		if err := p.Hedge.Validate(); err != nil {
+			return err
+		}
 	}
 	switch {
 	case p.Pushback.MaxExtra < 0:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/wire"
@@ -26,6 +27,8 @@ type Retrier struct {
 	throttle backoff.Policy
 	budget   budget.Budget
 	chain    Chain
+	unknown  Class // the class of an error nobody knows
+	breaker  *breaker.Breaker
 	dials    *killswitch.Dials
 	hooks    Hooks
 	hasHooks bool
@@ -124,6 +127,34 @@ func WithClassifiers(c ...Classifier) Option {
 	return func(r *Retrier) { r.chain = append(r.chain, c...) }
 }
 
+// WithRetryUnknown retries errors that no classifier knows (the chain of
+// [WithClassifiers], then [Default]): they are [Transient] instead of
+// [NeverRetry]. This is failsafe-go's default, where every error is
+// retried; stormguard's is not to retry an error it cannot tell is
+// transient (a validation error from errors.New, say). The budget, the
+// attempt cap and the breaker still apply, and the breaker counts such
+// errors as failures.
+func WithRetryUnknown() Option { return func(r *Retrier) { r.unknown = Transient } }
+
+// WithBreaker puts a circuit breaker in front of every attempt, first try
+// and retries alike; share one breaker per dependency. Before an attempt is
+// sent the shells ask [Retrier.AllowAt]; an attempt the breaker refuses is
+// not sent and the call gives up with [ErrBreakerOpen] (after a refused
+// retry, the *GiveUpError keeps the previous attempt's error; after a
+// refused first try it has no Last and Attempts is 0). Every attempt's
+// class is recorded in the breaker with the same classifier chain that
+// decides retries:
+//
+//	class                                        breaker outcome
+//	Success                                      success
+//	Transient, Throttling, Timeout,
+//	ServiceOverloaded, RetriesExhausted          failure
+//	NeverRetry, Canceled                         ignored (says nothing about the dependency's health)
+//
+// So a classifier installed with [WithClassifiers] changes what the breaker
+// counts as it changes what is retried.
+func WithBreaker(b *breaker.Breaker) Option { return func(r *Retrier) { r.breaker = b } }
+
 // WithDials reads retries-off from shared runtime dials (the kill switch).
 func WithDials(d *killswitch.Dials) Option { return func(r *Retrier) { r.dials = d } }
 
@@ -147,7 +178,7 @@ func New(p Policy, opts ...Option) (*Retrier, error) {
 		return nil, err
 	}
 	p = p.WithDefaults()
-	r := &Retrier{p: p, throttle: p.Backoff}
+	r := &Retrier{p: p, throttle: p.Backoff, unknown: NeverRetry}
 	if p.ThrottleBackoff != nil {
 		r.throttle = *p.ThrottleBackoff
 	}
@@ -167,7 +198,7 @@ func New(p Policy, opts ...Option) (*Retrier, error) {
 	if r.rand == nil {
 		r.rand = defaultRand
 	}
-	r.needClock = needsClock(r.budget) || r.hooks.OnEvent != nil
+	r.needClock = needsClock(r.budget) || r.hooks.OnEvent != nil || r.breaker != nil && r.breaker.Spec().Mode == breaker.Rate
 	return r, nil
 }
 
@@ -187,6 +218,9 @@ func (r *Retrier) Policy() Policy { return r.p }
 // Budget returns the budget the retrier charges.
 func (r *Retrier) Budget() budget.Budget { return r.budget }
 
+// Breaker returns the circuit breaker the retrier asks, or nil.
+func (r *Retrier) Breaker() *breaker.Breaker { return r.breaker }
+
 // Dials returns the runtime dials the retrier reads.
 func (r *Retrier) Dials() *killswitch.Dials { return r.dials }
 
@@ -201,7 +235,7 @@ type Call struct {
 	first    time.Time     // start of the first attempt; zero when not timed
 	took     time.Duration // from first to the end of the last attempt; 0 when not timed
 	ticket   budget.Ticket // of the current attempt
-	last     Class
+	permit   breaker.Permit
 	// ctx is the context of the request the call makes, for Hooks.OnEvent
 	// only: nil when started with StartAt. A Call lives exactly as long as
 	// its request, as an http.Request does, which is why it may hold the
@@ -260,13 +294,50 @@ func (c *Call) ended(now time.Time) {
 	}
 }
 
+// AllowAt asks the retrier's circuit breaker, if any, whether the current
+// attempt of c (the first try after StartAt, a retry after NextAt) may be
+// sent at now. Without a breaker it is always true. When the breaker
+// refuses, the attempt is taken back (c.Attempt() counts only the attempts
+// sent, and a retry's budget charge is given back) and the call is over:
+// the shell returns GiveUp(c, ErrBreakerOpen, the previous attempt's error
+// or nil). now may be the zero Time unless [Retrier.NeedsClock] says
+// otherwise.
+func (r *Retrier) AllowAt(now time.Time, c *Call) bool {
+	if r.breaker == nil {
+		return true
+	}
+	p, ok := r.breaker.AllowAt(now)
+	if ok {
+		c.permit = p
+		return true
+	}
+	r.budget.EndAt(now, budget.Ignore, c.ticket)
+	c.ticket = budget.Ticket{}
+	c.attempt--
+	return false
+}
+
+// breakerOutcome maps a class to what the breaker records.
+func breakerOutcome(cls Class) breaker.Outcome {
+	switch cls {
+	case Success:
+		return breaker.Success
+	case NeverRetry, Canceled:
+		return breaker.Ignore
+	}
+	return breaker.Failure
+}
+
 // EndAt records the end of the current attempt, with its class and the
 // server's signal, and decides what comes next. u is a uniform sample in
 // [0, 1) for the jitter. If the decision is to retry, the retry has been
 // charged to the budget; the caller must then call NextAt when it starts, or
 // AbandonAt if it never does.
 func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64) Decision {
-	c.last = cls
+	if r.breaker != nil {
+		r.breaker.EndAt(now, c.permit, breakerOutcome(cls))
+		c.permit = breaker.Permit{}
+	}
 	// Tell the budget how the attempt ended.
 	switch {
 	case cls == Success:
@@ -401,7 +472,10 @@ func addSat(a, b time.Duration) time.Duration {
 // the budget learns the outcome, the OnAttempt hook runs, and no retry is
 // asked for or charged.
 func (r *Retrier) FinishAt(now time.Time, c *Call, cls Class) {
-	c.last = cls
+	if r.breaker != nil {
+		r.breaker.EndAt(now, c.permit, breakerOutcome(cls))
+		c.permit = breaker.Permit{}
+	}
 	switch {
 	case cls == Success:
 		r.budget.EndAt(now, budget.Success, c.ticket)
@@ -477,17 +551,21 @@ func (r *Retrier) learn(d time.Duration) {
 func (r *Retrier) LearnedAttemptTime() time.Duration { return time.Duration(r.learned.Load()) }
 
 // Classify gives err's class with this retrier's classifier chain, then the
-// defaults; an error nobody knows is NeverRetry.
-func (r *Retrier) Classify(err error) Class { return classify(r.chain, err) }
+// defaults; an error nobody knows is NeverRetry ([Transient] with
+// [WithRetryUnknown]).
+func (r *Retrier) Classify(err error) Class { return classify(r.chain, err, r.unknown) }
 
 // Sample returns a uniform sample in [0, 1) from the retrier's source
 // (see [WithRand]), for shells to pass to EndAt.
 func (r *Retrier) Sample() float64 { return r.rand() }
 
 // NeedsClock reports whether the success path must read the clock (the
-// budget is time-windowed, or [Hooks].OnEvent is set and wants the
-// request's duration); shells may pass the zero Time otherwise.
-func (r *Retrier) NeedsClock() bool { return r.needClock }
+// budget is time-windowed, [Hooks].OnEvent is set and wants the request's
+// duration, or the breaker counts over a window of time or is not closed);
+// shells may pass the zero Time otherwise.
+func (r *Retrier) NeedsClock() bool {
+	return r.needClock || r.breaker != nil && r.breaker.NeedsClock()
+}
 
 // GiveUp builds the error a shell returns when the call ends in failure,
 // after the attempt c, for reason (a Decision's Reason) with the last

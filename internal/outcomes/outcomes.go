@@ -257,6 +257,12 @@ func get(ctx context.Context, c *http.Client, url string, kv ...string) (int, er
 	}
 	resp, err := c.Do(req)
 	if err != nil {
+		// A give-up on a failure answer is an error that keeps the last
+		// response (httpx's give-up contract): its status is the outcome.
+		var se *httpx.StatusError
+		if errors.As(err, &se) && se.Response != nil {
+			return se.StatusCode, nil
+		}
 		return 0, err
 	}
 	io.Copy(io.Discard, resp.Body)

@@ -210,16 +210,36 @@ var (
 	BreakerState = Metric{
 		Name: "stormguard_breaker_state", Kind: Gauge, Side: Client, Unit: "1",
 		Labels:   []string{LabelTarget},
-		Help:     "The circuit breaker's state now (registered by the breaker's collector).",
+		Help:     "The circuit breaker's state now: 0 closed, 1 half-open, 2 open.",
 		External: true,
 	}
 	BreakerTransitions = Metric{
 		Name: "stormguard_breaker_transitions_total", Kind: Counter, Side: Client, Unit: "{transition}",
+		Labels:   []string{LabelTarget, "to"},
+		Help:     "The circuit breaker's changes of state, by the state it changed to.",
+		External: true,
+	}
+	BreakerRefused = Metric{
+		Name: "stormguard_breaker_refused_total", Kind: Counter, Side: Client, Unit: "{call}",
 		Labels:   []string{LabelTarget},
-		Help:     "The circuit breaker's changes of state (registered by the breaker's collector).",
+		Help:     "Calls the circuit breaker refused, unsent.",
 		External: true,
 	}
 )
+
+// BreakerStateValue is the value of stormguard_breaker_state for a state's
+// name: 0 closed, 1 half-open, 2 open (-1 for an unknown name).
+func BreakerStateValue(state string) int {
+	switch state {
+	case "closed":
+		return 0
+	case "half-open":
+		return 1
+	case "open":
+		return 2
+	}
+	return -1
+}
 
 // All returns every metric of the schema, client first, then server, then
 // the external ones.
@@ -227,7 +247,7 @@ func All() []Metric {
 	return []Metric{
 		ClientAttempts, ClientRequestDuration, ClientBudgetTokens, ClientBudgetCapacity, ClientBudgetFallback,
 		ServerOffered, ServerRequests, ServerQueueWait, ServerConcurrencyLimit, ServerInFlight, ServerQueued,
-		BreakerState, BreakerTransitions,
+		BreakerState, BreakerTransitions, BreakerRefused,
 	}
 }
 

@@ -87,6 +87,7 @@ var GiveUpReasons = [...]struct {
 	{retry.ErrRetriesDisabled, "retries-disabled"},
 	{retry.ErrCanceled, "canceled"},
 	{retry.ErrRetryDeclined, "retry-declined"},
+	{retry.ErrBreakerOpen, "breaker-open"},
 }
 
 // ReasonOther is the value of label reason for a give-up reason the schema

@@ -1,0 +1,138 @@
+package grpcx
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/wire"
+)
+
+// hedgeResult is how one hedged attempt ended.
+type hedgeResult struct {
+	n               int
+	o               outcome
+	reply           proto.Message
+	header, trailer metadata.MD
+	end             time.Time
+}
+
+// hedge makes a unary call under the retrier's hedging policy (see
+// UnaryClientInterceptor).
+func (cl *client) hedge(ctx context.Context, now, dl time.Time, base metadata.MD, crit wire.Criticality,
+	method string, req any, reply proto.Message, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
+	r := cl.r
+	h, ok := r.HedgeStartAt(now, dl)
+	if !ok {
+		return r.HedgeGiveUp(&h, retry.ErrBreakerOpen, breakerLast(nil))
+	}
+	// The caller's Header and Trailer options get the winner's metadata;
+	// the attempts, running at once, get their own.
+	var headers, trailers []*metadata.MD
+	attemptOpts := make([]grpc.CallOption, 0, len(opts))
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			headers = append(headers, o.HeaderAddr)
+		case grpc.TrailerCallOption:
+			trailers = append(trailers, o.TrailerAddr)
+		default:
+			attemptOpts = append(attemptOpts, o)
+		}
+	}
+	results := make(chan hedgeResult, retry.MaxHedgeAttempts) // never blocks a sender
+	var cancels [retry.MaxHedgeAttempts]context.CancelFunc
+	launch := func(n int) {
+		actx, cancel := context.WithCancel(attemptContext(ctx, base, n, crit))
+		cancels[n-1] = cancel
+		rep := reply.ProtoReflect().New().Interface()
+		go func() {
+			o, hd, tr := cl.invokeMD(ctx, actx, method, req, rep, cc, invoker, attemptOpts)
+			results <- hedgeResult{n: n, o: o, reply: rep, header: hd, trailer: tr, end: time.Now()}
+		}()
+	}
+	launch(1)
+
+	var (
+		timer *time.Timer
+		last  error
+		d     retry.HedgeDecision
+		win   hedgeResult
+		done  = ctx.Done()
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for !d.Done {
+		var tc <-chan time.Time
+		if next, ok := h.Next(); ok {
+			wait := time.Until(next)
+			if wait <= 0 {
+				var n int
+				n, d = r.HedgeAt(time.Now(), &h)
+				if n > 0 {
+					launch(n)
+				}
+				continue
+			}
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			tc = timer.C
+		}
+		select {
+		case res := <-results:
+			cancels[res.n-1]()
+			d = r.HedgeEndAt(res.end, &h, res.n, res.o.cls, res.o.sig)
+			if res.o.cls == retry.Success {
+				win = res
+			} else {
+				last = res.o.err
+			}
+		case <-tc:
+		case <-done:
+			// The attempts in flight end with the context and report;
+			// with none in flight, the wait for a pushback ends here.
+			done = nil
+			if h.InFlight() == 0 {
+				d = r.HedgeStopAt(time.Now(), &h, retry.ErrCanceled)
+				last = fmt.Errorf("%w, while waiting to hedge after: %w", contextStatus(ctx.Err()), last)
+			}
+		}
+	}
+	if k := h.InFlight(); k > 0 {
+		end := time.Now()
+		for n := 1; n <= h.Sent(); n++ {
+			if h.Running(n) {
+				cancels[n-1]()
+				r.HedgeCancelAt(end, &h, n)
+			}
+		}
+		go func() { // the losers end at once, cancelled
+			for range k {
+				<-results
+			}
+		}()
+	}
+	if d.Reason != nil {
+		return r.HedgeGiveUp(&h, d.Reason, last)
+	}
+	proto.Reset(reply)
+	proto.Merge(reply, win.reply)
+	for _, p := range headers {
+		*p = win.header
+	}
+	for _, p := range trailers {
+		*p = win.trailer
+	}
+	return nil
+}
