@@ -243,6 +243,8 @@ func (c *clientCounts) ended(now time.Time, latency time.Duration, o outcome, re
 		g.Disabled = 1
 	case errors.Is(reason, retry.ErrRetryDeclined):
 		g.Declined = 1
+	case errors.Is(reason, retry.ErrBreakerOpen):
+		g.BreakerOpen = 1
 	default:
 		g.Attempts = 1
 	}
@@ -255,7 +257,7 @@ func (c *clientCounts) ended(now time.Time, latency time.Duration, o outcome, re
 func addGiveUps(a, b sim.GiveUps) sim.GiveUps {
 	return sim.GiveUps{Attempts: a.Attempts + b.Attempts, Budget: a.Budget + b.Budget, Deadline: a.Deadline + b.Deadline,
 		NotRetryable: a.NotRetryable + b.NotRetryable, ServerStop: a.ServerStop + b.ServerStop, Disabled: a.Disabled + b.Disabled,
-		Declined: a.Declined + b.Declined}
+		Declined: a.Declined + b.Declined, BreakerOpen: a.BreakerOpen + b.BreakerOpen}
 }
 
 // setBudget records the mean budget level at the end of bin b.
@@ -290,7 +292,7 @@ func (c *clientCounts) series(name string, inFlight int64) (sim.ClientSeries, Ou
 			Goodput:  float64(c.goodput[b]) * perS,
 			Degraded: float64(c.degraded[b]) * perS,
 			GaveUp: sim.GiveUps{Attempts: g.Attempts * perS, Budget: g.Budget * perS, Deadline: g.Deadline * perS,
-				NotRetryable: g.NotRetryable * perS, ServerStop: g.ServerStop * perS, Disabled: g.Disabled * perS, Declined: g.Declined * perS},
+				NotRetryable: g.NotRetryable * perS, ServerStop: g.ServerStop * perS, Disabled: g.Disabled * perS, Declined: g.Declined * perS, BreakerOpen: g.BreakerOpen * perS},
 			Budget:        c.budget[b],
 			ArrivedOK:     float64(c.okArr[b]) * perS,
 			ArrivedFailed: float64(c.failArr[b]) * perS,

@@ -36,7 +36,7 @@ type Summary struct {
 
 // reasonNames are the short names of the give-up reasons, in the order of
 // the fields of sim.GiveUps.
-var reasonNames = [...]string{"attempts", "budget", "deadline", "not-retryable", "server-stop", "disabled", "declined"}
+var reasonNames = [...]string{"attempts", "budget", "deadline", "not-retryable", "server-stop", "disabled", "declined", "breaker"}
 
 // Summarize computes a run's Summary from its Result.
 func Summarize(r sim.Result) Summary {
@@ -77,7 +77,7 @@ func Summarize(r sim.Result) Summary {
 		attempts += c.Total.Attempts
 		retries += c.Total.Retries
 		g := c.Total.GaveUp
-		for i, v := range [...]float64{g.Attempts, g.Budget, g.Deadline, g.NotRetryable, g.ServerStop, g.Disabled, g.Declined} {
+		for i, v := range [...]float64{g.Attempts, g.Budget, g.Deadline, g.NotRetryable, g.ServerStop, g.Disabled, g.Declined, g.BreakerOpen} {
 			reasons[i] += v
 			s.GaveUp += v
 		}

@@ -223,6 +223,11 @@ func (w *world) sendAttempt(ri int32) {
 	if r.sent {
 		e.retriers[r.proc].NextAt(wall(now), &r.call)
 	}
+	if e.breaker && !e.retriers[r.proc].AllowAt(wall(now), &r.call) {
+		// The circuit breaker refused the attempt: nothing is sent.
+		w.finishRequest(ri, false, retry.ErrBreakerOpen)
+		return
+	}
 	ai := w.allocAttempt()
 	a := &w.atts[ai]
 	a.req, a.reqGen = ri, r.gen

@@ -76,11 +76,12 @@ type GiveUps struct {
 	ServerStop   float64 `json:"server_said_stop"`
 	Disabled     float64 `json:"retries_disabled"`
 	Declined     float64 `json:"retry_declined"`
+	BreakerOpen  float64 `json:"breaker_open"`
 }
 
 // Sum returns all give-ups together.
 func (g GiveUps) Sum() float64 {
-	return g.Attempts + g.Budget + g.Deadline + g.NotRetryable + g.ServerStop + g.Disabled + g.Declined
+	return g.Attempts + g.Budget + g.Deadline + g.NotRetryable + g.ServerStop + g.Disabled + g.Declined + g.BreakerOpen
 }
 
 // ClientTotal sums a client's run. Every request ends in exactly one

@@ -62,6 +62,8 @@ type Client struct {
 	Fleet *FleetSpec `yaml:"fleet,omitempty" json:"fleet,omitempty"`
 	// Network between this client and its target.
 	Network Network `yaml:"network,omitempty" json:"network"`
+	// Breaker, optional: a circuit breaker in every process's retrier.
+	Breaker *BreakerSpec `yaml:"breaker,omitempty" json:"breaker,omitempty"`
 }
 
 // Arrivals says when new requests arrive.
@@ -197,6 +199,8 @@ type Call struct {
 	// PropagateDeadline passes on the caller's remaining deadline.
 	PropagateDeadline bool    `yaml:"propagate_deadline,omitempty" json:"propagate_deadline,omitempty"`
 	Network           Network `yaml:"network,omitempty" json:"network"`
+	// Breaker, optional: a circuit breaker in the call's retrier.
+	Breaker *BreakerSpec `yaml:"breaker,omitempty" json:"breaker,omitempty"`
 }
 
 // Network is one direction's latency on a call edge (the same both ways).
@@ -428,6 +432,9 @@ func (s Scenario) Validate() error {
 			}
 		}
 		f.wrap(c.Network.Latency.validate(), at, "network.latency")
+		if c.Breaker != nil {
+			f.wrap(c.Breaker.Spec.Validate(), at, "breaker")
+		}
 		if c.Fleet != nil {
 			f.wrap(c.Fleet.validate(c.Policy.Budget), at, "fleet")
 		}
@@ -478,6 +485,9 @@ func (s Scenario) Validate() error {
 			}
 			f.wrap(c.Policy.Policy.Validate(), cat, "policy")
 			f.wrap(c.Network.Latency.validate(), cat, "network.latency")
+			if c.Breaker != nil {
+				f.wrap(c.Breaker.Spec.Validate(), cat, "breaker")
+			}
 		}
 	}
 	if err := checkAcyclic(s.Services, services); err != nil {

@@ -67,6 +67,9 @@ func (s *clientStats) gaveUpFor(b int, reason error) {
 	case errors.Is(reason, retry.ErrRetryDeclined):
 		g.Declined++
 		t.Declined++
+	case errors.Is(reason, retry.ErrBreakerOpen):
+		g.BreakerOpen++
+		t.BreakerOpen++
 	default:
 		g.Attempts++
 		t.Attempts++
@@ -133,7 +136,7 @@ func (w *world) result(name string) Result {
 				Demand:        float64(c.stats.demand[b]) * perS,
 				Goodput:       float64(c.stats.goodput[b]) * perS,
 				Degraded:      float64(c.stats.degraded[b]) * perS,
-				GaveUp:        GiveUps{g.Attempts * perS, g.Budget * perS, g.Deadline * perS, g.NotRetryable * perS, g.ServerStop * perS, g.Disabled * perS, g.Declined * perS},
+				GaveUp:        GiveUps{g.Attempts * perS, g.Budget * perS, g.Deadline * perS, g.NotRetryable * perS, g.ServerStop * perS, g.Disabled * perS, g.Declined * perS, g.BreakerOpen * perS},
 				ArrivedOK:     float64(c.stats.okArr[b]) * perS,
 				ArrivedFailed: float64(c.stats.failArr[b]) * perS,
 				LatencyP50:    c.stats.p50[b],

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/autoscale"
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/limit"
@@ -119,6 +120,7 @@ type edge struct {
 	cache     *cache        // the target's look-aside cache, if any
 	noticeTO  time.Duration // failure work a timeout costs the calling service
 	paused    bool          // a runbook paused it: attempts are refused at once
+	breaker   bool          // its retriers have circuit breakers
 }
 
 type client struct {
@@ -294,7 +296,7 @@ func newWorld(sc Scenario) (*world, error) {
 	for i, spec := range sc.Services {
 		for j, c := range spec.Calls {
 			e, err := w.newEdge(fmt.Sprintf("%s→%s#%d", spec.Name, c.Service, j), noID, int32(i), svcIdx[c.Service],
-				c.Policy.Policy, 1, c.Timeout, 0, c.PropagateDeadline, c.Network.Latency, w.services[i].dials)
+				c.Policy.Policy, c.Breaker, 1, c.Timeout, 0, c.PropagateDeadline, c.Network.Latency, w.services[i].dials)
 			if err != nil {
 				return nil, fmt.Errorf("service %s: calls[%d]: %w", spec.Name, j, err)
 			}
@@ -303,7 +305,7 @@ func newWorld(sc Scenario) (*world, error) {
 		if a := spec.Autoscale; a != nil && a.Startup != nil {
 			st := a.Startup
 			e, err := w.newEdge(fmt.Sprintf("%s→%s#startup", spec.Name, st.Service), noID, int32(i), svcIdx[st.Service],
-				st.Policy.Policy, 1, st.Timeout, 0, false, Dist{}, w.services[i].dials)
+				st.Policy.Policy, nil, 1, st.Timeout, 0, false, Dist{}, w.services[i].dials)
 			if err != nil {
 				return nil, fmt.Errorf("service %s: autoscale.startup: %w", spec.Name, err)
 			}
@@ -324,7 +326,7 @@ func newWorld(sc Scenario) (*world, error) {
 				shared = append(shared, l)
 			}
 		}
-		e, err := w.newEdge(spec.Name, int32(i), noID, svcIdx[spec.Target], spec.Policy.Policy, spec.Processes,
+		e, err := w.newEdge(spec.Name, int32(i), noID, svcIdx[spec.Target], spec.Policy.Policy, spec.Breaker, spec.Processes,
 			spec.Timeout, spec.Deadline, spec.PropagateDeadline, spec.Network.Latency, c.dials, shared...)
 		if err != nil {
 			return nil, fmt.Errorf("client %s: %w", spec.Name, err)
@@ -341,10 +343,19 @@ func newWorld(sc Scenario) (*world, error) {
 // newEdge builds an edge whose retriers read dials; budgets, if given, are
 // the processes' budgets (a fleet's leases) instead of one built from the
 // policy each.
-func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, procs int, timeout, deadline time.Duration, propagate bool, lat Dist, dials *killswitch.Dials, budgets ...budget.Budget) (int32, error) {
-	e := edge{name: name, client: cl, from: from, target: target, timeout: timeout, deadline: deadline, propagate: propagate, latency: lat}
+func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, brk *BreakerSpec, procs int, timeout, deadline time.Duration, propagate bool, lat Dist, dials *killswitch.Dials, budgets ...budget.Budget) (int32, error) {
+	e := edge{name: name, client: cl, from: from, target: target, timeout: timeout, deadline: deadline, propagate: propagate, latency: lat, breaker: brk != nil}
 	for i := range procs {
 		opts := []retry.Option{retry.WithDials(dials)}
+		if brk != nil {
+			// Each process its own breaker, its jitter from its own stream.
+			rng := engine.Stream(w.sc.Seed, streamID("breaker", name, fmt.Sprint(i)))
+			b, err := breaker.New(brk.Spec, breaker.WithRand(rng.Float64))
+			if err != nil {
+				return 0, err
+			}
+			opts = append(opts, retry.WithBreaker(b))
+		}
 		if i < len(budgets) {
 			opts = append(opts, retry.WithBudget(budgets[i]))
 		}
