@@ -27,8 +27,15 @@ type edge struct {
 	budget    budgetRule
 }
 
-// attempts is the edge's attempt cap.
-func (e *edge) attempts() int { return e.policy.MaxAttempts }
+// attempts is the edge's attempt cap: the hedges of a hedged layer (gRFC
+// A6: a hedged call sends up to hedge.max_attempts copies, which is its
+// worst case whatever the answers), else max_attempts.
+func (e *edge) attempts() int {
+	if h := e.policy.Hedge; h != nil && h.MaxAttempts > 1 {
+		return h.MaxAttempts
+	}
+	return e.policy.MaxAttempts
+}
 
 // graph is a scenario prepared for the rules: defaults applied, edges
 // built, services in call order.

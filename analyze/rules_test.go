@@ -338,3 +338,14 @@ func TestOffSwitchCovered(t *testing.T) {
 		}
 	}
 }
+
+// TestHedgedAmplification: a hedged layer's worst case counts its hedges.
+func TestHedgedAmplification(t *testing.T) {
+	a, err := Scenario(sc(t, `{name: users, target: db, arrivals: {rate: 10}, policy: {preset: stormguard, max_attempts: 1, hedge: {max_attempts: 3, delay: 20ms}}}`, db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := a.Services[0].Clients[0].Worst; w != 3 {
+		t.Errorf("worst case of a layer hedging 3 copies: %v, want 3", w)
+	}
+}

@@ -71,6 +71,10 @@ func (w *world) Handle(e *engine.Engine, ev engine.Event) {
 		w.onReady(int32(ev.Target), int32(ev.A), uint32(ev.B))
 	case evBoot:
 		w.onBoot(int32(ev.Target), int32(ev.A), uint32(ev.B))
+	case evHedge:
+		if r := &w.reqs[ev.A]; r.live && r.gen == uint32(ev.B) && r.hedge != noID {
+			w.onHedge(int32(ev.A))
+		}
 	case evCacheHit:
 		if r := &w.reqs[ev.A]; r.live && r.gen == uint32(ev.B) {
 			w.finishRequest(int32(ev.A), true, nil)
@@ -179,7 +183,7 @@ func (w *world) newRequest(ei, proc, parent int32, parentGen uint32, user int32,
 	now := w.now()
 	r := &w.reqs[id]
 	gen := r.gen + 1
-	*r = request{edge: ei, proc: proc, parent: parent, parentGen: parentGen, user: user, cur: noID, key: noID, boot: boot,
+	*r = request{edge: ei, proc: proc, parent: parent, parentGen: parentGen, user: user, cur: noID, key: noID, boot: boot, hedge: noID,
 		gen: gen, arrival: now, deadline: deadline, live: true}
 	if c := w.edges[ei].cache; c != nil {
 		// Look-aside: the cache first; only a miss reaches the service.
@@ -203,6 +207,10 @@ func (w *world) newRequest(ei, proc, parent int32, parentGen uint32, user int32,
 	var dl time.Time
 	if deadline != 0 {
 		dl = wall(deadline)
+	}
+	if w.edges[ei].hedged {
+		w.startHedge(id, dl)
+		return id
 	}
 	r.call = w.edges[ei].retriers[proc].StartAt(wall(now), dl)
 	if deadline != 0 && now >= deadline {
@@ -228,10 +236,19 @@ func (w *world) sendAttempt(ri int32) {
 		w.finishRequest(ri, false, retry.ErrBreakerOpen)
 		return
 	}
+	r.cur = w.launch(ri, int32(r.call.Attempt()))
+}
+
+// launch sends attempt number n of request ri over its edge and returns
+// the attempt.
+func (w *world) launch(ri, n int32) int32 {
+	r := &w.reqs[ri]
+	e := &w.edges[r.edge]
+	now := w.now()
 	ai := w.allocAttempt()
 	a := &w.atts[ai]
 	a.req, a.reqGen = ri, r.gen
-	a.number = int32(r.call.Attempt())
+	a.number = n
 	a.svc = e.target
 	a.waiting = true
 	if e.propagate {
@@ -240,7 +257,6 @@ func (w *world) sendAttempt(ri int32) {
 			a.deadline = r.deadline
 		}
 	}
-	r.cur = ai
 	a.timeout = e.timeoutQ.Add(engine.Event{Kind: evTimeout, A: int64(ai), B: int64(a.gen)})
 	if e.client >= 0 {
 		w.clients[e.client].stats.total.Attempts++
@@ -249,6 +265,7 @@ func (w *world) sendAttempt(ri int32) {
 		}
 	}
 	w.transmit(ai, e, false, 0)
+	return ai
 }
 
 // transmit carries a message over edge e: an attempt to its service
@@ -329,8 +346,9 @@ func (w *world) onReply(ai int32, code int) {
 	default:
 		cls = retry.Transient
 	}
+	n := a.number
 	w.maybeFree(ai)
-	w.attemptEnded(ri, cls, sig, degraded)
+	w.attemptEnded(ri, n, cls, sig, degraded)
 }
 
 // onTimeout: the caller stops waiting for the attempt. A service that
@@ -347,13 +365,17 @@ func (w *world) onTimeout(ai int32) {
 			w.charge(&w.services[e.from], p.rep, e.noticeTO)
 		}
 	}
-	w.attemptEnded(ri, retry.Timeout, retry.Signal{}, false)
+	w.attemptEnded(ri, a.number, retry.Timeout, retry.Signal{}, false)
 }
 
 // attemptEnded runs the retry policy after the request's current attempt
 // ended with class cls.
-func (w *world) attemptEnded(ri int32, cls retry.Class, sig retry.Signal, degraded bool) {
+func (w *world) attemptEnded(ri, n int32, cls retry.Class, sig retry.Signal, degraded bool) {
 	r := &w.reqs[ri]
+	if r.hedge != noID {
+		w.hedgeEnded(ri, n, cls, sig, degraded)
+		return
+	}
 	r.cur = noID
 	e := &w.edges[r.edge]
 	now := w.now()
@@ -375,6 +397,11 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 	e := &w.edges[r.edge]
 	now := w.now()
 	attempts := int32(r.call.Attempt())
+	if r.hedge != noID {
+		attempts = int32(w.hedges[r.hedge].h.Sent())
+		w.freeHedge = append(w.freeHedge, r.hedge)
+		r.hedge = noID
+	}
 	degraded := r.degraded
 	parent, parentGen, user, boot := r.parent, r.parentGen, r.user, r.boot
 	if ok && r.key != noID {

@@ -40,6 +40,7 @@ const (
 	evAutoscale                       // Target: service; its autoscaler evaluates
 	evReady                           // Target: service, A: replica, B: epoch; a new replica's up delay has passed
 	evBoot                            // Target: service, A: replica, B: epoch; a new replica makes its next start-up call
+	evHedge                           // A: request, B: gen; a hedged request's next hedge may be due
 )
 
 // Reply codes carried by evReply.
@@ -67,6 +68,7 @@ type request struct {
 	cur       int32  // current attempt; noID between attempts
 	key       int32  // cache key of a keyed cache miss, filled on success; noID otherwise
 	boot      int32  // replica whose start-up call this is; noID otherwise
+	hedge     int32  // its state in world.hedges when hedged; noID otherwise
 	gen       uint32
 	arrival   engine.Time
 	deadline  engine.Time // 0: none
@@ -121,6 +123,7 @@ type edge struct {
 	noticeTO  time.Duration // failure work a timeout costs the calling service
 	paused    bool          // a runbook paused it: attempts are refused at once
 	breaker   bool          // its retriers have circuit breakers
+	hedged    bool          // its policy hedges (retry.Policy.Hedge)
 }
 
 type client struct {
@@ -190,6 +193,8 @@ type world struct {
 	triggerS [][2]float64
 	svcIdx   map[string]int32
 	cliIdx   map[string]int32
+	hedges    []hedgeState
+	freeHedge []int32
 	actions  []ActionMark
 }
 
@@ -344,7 +349,8 @@ func newWorld(sc Scenario) (*world, error) {
 // the processes' budgets (a fleet's leases) instead of one built from the
 // policy each.
 func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, brk *BreakerSpec, procs int, timeout, deadline time.Duration, propagate bool, lat Dist, dials *killswitch.Dials, budgets ...budget.Budget) (int32, error) {
-	e := edge{name: name, client: cl, from: from, target: target, timeout: timeout, deadline: deadline, propagate: propagate, latency: lat, breaker: brk != nil}
+	e := edge{name: name, client: cl, from: from, target: target, timeout: timeout, deadline: deadline, propagate: propagate, latency: lat, breaker: brk != nil,
+		hedged: p.Hedge != nil && p.Hedge.MaxAttempts > 1}
 	for i := range procs {
 		opts := []retry.Option{retry.WithDials(dials)}
 		if brk != nil {
