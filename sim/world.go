@@ -178,24 +178,24 @@ type service struct {
 
 // world is one run's state.
 type world struct {
-	sc       Scenario
-	eng      engine.Engine
-	clients  []client
-	services []service
-	edges    []edge
-	reqs     []request
-	freeReq  []int32
-	atts     []attempt
-	freeAtt  []int32
-	bin      time.Duration
-	nbins    int
-	end      engine.Time
-	triggerS [][2]float64
-	svcIdx   map[string]int32
-	cliIdx   map[string]int32
+	sc        Scenario
+	eng       engine.Engine
+	clients   []client
+	services  []service
+	edges     []edge
+	reqs      []request
+	freeReq   []int32
+	atts      []attempt
+	freeAtt   []int32
+	bin       time.Duration
+	nbins     int
+	end       engine.Time
+	triggerS  [][2]float64
+	svcIdx    map[string]int32
+	cliIdx    map[string]int32
 	hedges    []hedgeState
 	freeHedge []int32
-	actions  []ActionMark
+	actions   []ActionMark
 }
 
 // streamID derives a random stream's id from stable names, never from
