@@ -436,6 +436,23 @@ func (q *Queue[T]) Remove(h Handle) (it Item[T], ok bool) {
 	return it, true
 }
 
+// Swap gives the item identified by h a new payload, keeping its place, its
+// deadline and its class, and returns the old payload; ok is false if the
+// item has left the queue or h identifies nothing. A server uses it to let a
+// newer request take the place of a twin it supersedes (see the supersede
+// package), so that the newer one does not start again at the back.
+func (q *Queue[T]) Swap(h Handle, payload T) (old T, ok bool) {
+	if h.gen == 0 || h.slot < 0 || int(h.slot) >= len(q.slots) {
+		return old, false
+	}
+	s := &q.slots[h.slot]
+	if !s.used || s.gen != h.gen {
+		return old, false
+	}
+	old, s.item.Payload = s.item.Payload, payload
+	return old, true
+}
+
 // expireTop removes the heap's top item, whose time is up, and counts it.
 func (q *Queue[T]) expireTop() (Item[T], Reason) {
 	i := q.heap[0].slot

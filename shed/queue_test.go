@@ -397,3 +397,27 @@ func TestDueVictimEmptiesTheQueue(t *testing.T) {
 		t.Errorf("b times out at %v; want 300ms", next.Sub(t0))
 	}
 }
+
+// TestSwap: a swapped item keeps its place and deadline; a handle of an
+// item that left swaps nothing.
+func TestSwap(t *testing.T) {
+	q, err := New[string](Config{Capacity: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	a := q.PushAt(t0, Item[string]{Payload: "a", Attempt: 1})
+	q.PushAt(t0, Item[string]{Payload: "b", Attempt: 1})
+	if old, ok := q.Swap(a.Handle, "a2"); !ok || old != "a" {
+		t.Fatalf("Swap = %q, %v; want a, true", old, ok)
+	}
+	for _, want := range []string{"a2", "b"} {
+		it, _, ok := q.PopAt(t0)
+		if !ok || it.Payload != want {
+			t.Fatalf("PopAt = %q, %v; want %q", it.Payload, ok, want)
+		}
+	}
+	if _, ok := q.Swap(a.Handle, "x"); ok {
+		t.Error("Swap of an item that left the queue succeeded")
+	}
+}

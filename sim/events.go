@@ -75,6 +75,8 @@ func (w *world) Handle(e *engine.Engine, ev engine.Event) {
 		if r := &w.reqs[ev.A]; r.live && r.gen == uint32(ev.B) && r.hedge != noID {
 			w.onHedge(int32(ev.A))
 		}
+	case evPatience:
+		w.onPatience(int32(ev.A), uint32(ev.B))
 	case evCacheHit:
 		if r := &w.reqs[ev.A]; r.live && r.gen == uint32(ev.B) {
 			w.finishRequest(int32(ev.A), true, nil)
@@ -162,16 +164,31 @@ func (w *world) newUserRequest(ci, u int32) {
 	e := &w.edges[c.edge]
 	proc := c.nextProc
 	c.nextProc = (c.nextProc + 1) % int32(len(e.retriers))
+	if c.spec.Humans != nil {
+		w.startIntent(ci, proc)
+		return
+	}
 	var deadline engine.Time
 	if e.deadline > 0 {
 		deadline = now.Add(e.deadline)
 	}
-	w.newRequest(c.edge, proc, noID, 0, u, deadline, noID)
+	w.newRequest(c.edge, proc, origin{parent: noID, user: u, boot: noID, intent: noID}, deadline)
 }
 
 // --- requests and attempts (caller side) ----------------------------------
 
-func (w *world) newRequest(ei, proc, parent int32, parentGen uint32, user int32, deadline engine.Time, boot int32) int32 {
+// origin says who makes a request: a service's attempt (parent), a
+// closed-loop user, a booting replica, a person's intent; noID for none.
+type origin struct {
+	parent    int32
+	parentGen uint32
+	user      int32
+	boot      int32
+	intent    int32
+	intentGen uint32
+}
+
+func (w *world) newRequest(ei, proc int32, o origin, deadline engine.Time) int32 {
 	var id int32
 	if n := len(w.freeReq); n > 0 {
 		id = w.freeReq[n-1]
@@ -183,7 +200,8 @@ func (w *world) newRequest(ei, proc, parent int32, parentGen uint32, user int32,
 	now := w.now()
 	r := &w.reqs[id]
 	gen := r.gen + 1
-	*r = request{edge: ei, proc: proc, parent: parent, parentGen: parentGen, user: user, cur: noID, key: noID, boot: boot, hedge: noID,
+	*r = request{edge: ei, proc: proc, parent: o.parent, parentGen: o.parentGen, user: o.user, cur: noID, key: noID, boot: o.boot, hedge: noID,
+		intent: o.intent, intentGen: o.intentGen, skey: w.requestKey(ei, o),
 		gen: gen, arrival: now, deadline: deadline, live: true}
 	if c := w.edges[ei].cache; c != nil {
 		// Look-aside: the cache first; only a miss reaches the service.
@@ -249,6 +267,7 @@ func (w *world) launch(ri, n int32) int32 {
 	a := &w.atts[ai]
 	a.req, a.reqGen = ri, r.gen
 	a.number = n
+	a.skey = r.skey
 	a.svc = e.target
 	a.waiting = true
 	if e.propagate {
@@ -343,6 +362,8 @@ func (w *world) onReply(ai int32, code int) {
 	case codeExhausted:
 		cls = retry.Transient
 		sig = retry.Signal{Exhausted: true}
+	case codeSuperseded:
+		cls = retry.NeverRetry
 	default:
 		cls = retry.Transient
 	}
@@ -412,23 +433,12 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 	w.freeReq = append(w.freeReq, ri)
 	if e.client >= 0 {
 		c := &w.clients[e.client]
-		b := w.binOf(int64(now))
-		if ok {
-			c.stats.okArr[w.binOf(int64(r.arrival))]++
-			c.stats.goodput[b]++
-			c.stats.total.Succeeded++
-			if degraded {
-				c.stats.degraded[b]++
-				c.stats.total.Degraded++
-			}
-			c.stats.lat = append(c.stats.lat, now.Sub(r.arrival).Seconds())
-			c.stats.total.SuccessLatencyS += now.Sub(r.arrival).Seconds()
-		} else {
-			c.stats.failArr[w.binOf(int64(r.arrival))]++
-			c.stats.total.Failed++
-			c.stats.total.FailureLatencyS += now.Sub(r.arrival).Seconds()
-			c.stats.gaveUpFor(b, reason)
+		if r.intent != noID {
+			// One tap of a person: the person's outcome decides.
+			w.tapDone(r.intent, r.intentGen, ok, degraded, reason)
+			return
 		}
+		w.clientOutcome(c, r.arrival, ok, degraded, reason)
 		if user != noID {
 			th := c.spec.Arrivals.Think.sample(&c.rng)
 			if t := now.Add(th); t < w.end {
@@ -446,6 +456,29 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 	if p := w.att(int64(parent), int64(parentGen)); p != nil && p.inSvc {
 		w.callDone(parent, ok, degraded, attempts, reason)
 	}
+}
+
+// clientOutcome counts the one outcome of a client's request (or a
+// person's intent) that arrived at arrival.
+func (w *world) clientOutcome(c *client, arrival engine.Time, ok, degraded bool, reason error) {
+	now := w.now()
+	b := w.binOf(int64(now))
+	if ok {
+		c.stats.okArr[w.binOf(int64(arrival))]++
+		c.stats.goodput[b]++
+		c.stats.total.Succeeded++
+		if degraded {
+			c.stats.degraded[b]++
+			c.stats.total.Degraded++
+		}
+		c.stats.lat = append(c.stats.lat, now.Sub(arrival).Seconds())
+		c.stats.total.SuccessLatencyS += now.Sub(arrival).Seconds()
+		return
+	}
+	c.stats.failArr[w.binOf(int64(arrival))]++
+	c.stats.total.Failed++
+	c.stats.total.FailureLatencyS += now.Sub(arrival).Seconds()
+	c.stats.gaveUpFor(b, reason)
 }
 
 // --- triggers and bins -----------------------------------------------------

@@ -202,6 +202,7 @@ func (w *world) lostInCrash(ai int32, v *service, b int) {
 	a.decided = true
 	v.stats.crashed[b]++
 	v.stats.total.Crashed++
+	w.settle(ai, v, codeRefused)
 	w.reply(ai, v, codeRefused)
 }
 

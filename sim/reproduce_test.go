@@ -311,9 +311,9 @@ func TestAccounting(t *testing.T) {
 			}
 			for _, s := range r.Services {
 				tt := s.Total
-				if tt.Arrived != tt.Completed+tt.Shed+tt.Expired+tt.Hung+tt.Crashed+tt.InSystem {
-					t.Errorf("%s/%s service %s: %d arrived ≠ %d completed + %d shed + %d expired + %d hung + %d crashed + %d in system",
-						f.Path, run.Name, s.Name, tt.Arrived, tt.Completed, tt.Shed, tt.Expired, tt.Hung, tt.Crashed, tt.InSystem)
+				if tt.Arrived != tt.Completed+tt.Shed+tt.Expired+tt.Hung+tt.Crashed+tt.Superseded+tt.Joined+tt.InSystem {
+					t.Errorf("%s/%s service %s: %d arrived ≠ %d completed + %d shed + %d expired + %d hung + %d crashed + %d superseded + %d joined + %d in system",
+						f.Path, run.Name, s.Name, tt.Arrived, tt.Completed, tt.Shed, tt.Expired, tt.Hung, tt.Crashed, tt.Superseded, tt.Joined, tt.InSystem)
 				}
 				if tt.Completed != tt.Goodput+tt.Wasted {
 					t.Errorf("%s/%s service %s: completed %d ≠ goodput %d + wasted %d", f.Path, run.Name, s.Name, tt.Completed, tt.Goodput, tt.Wasted)

@@ -87,14 +87,16 @@ func (g GiveUps) Sum() float64 {
 // ClientTotal sums a client's run. Every request ends in exactly one
 // outcome: Requests = Succeeded + Failed + InFlight.
 type ClientTotal struct {
-	Requests  int64   `json:"requests"`
-	Succeeded int64   `json:"succeeded"`
-	Degraded  int64   `json:"degraded"`
-	Failed    int64   `json:"failed"`
-	InFlight  int64   `json:"in_flight_at_end"`
-	Attempts  int64   `json:"attempts"`
-	Retries   int64   `json:"retries"`
-	GaveUp    GiveUps `json:"gave_up"`
+	Requests  int64 `json:"requests"`
+	Succeeded int64 `json:"succeeded"`
+	Degraded  int64 `json:"degraded"`
+	Failed    int64 `json:"failed"`
+	InFlight  int64 `json:"in_flight_at_end"`
+	Attempts  int64 `json:"attempts"`
+	Retries   int64 `json:"retries"`
+	// HumanRetries: taps after a person's first (see Humans).
+	HumanRetries int64   `json:"human_retries,omitempty"`
+	GaveUp       GiveUps `json:"gave_up"`
 	// Mean time from arrival to outcome, seconds, of the requests that
 	// succeeded and of those that failed.
 	SuccessLatencyS float64 `json:"success_latency_s"`
@@ -143,21 +145,26 @@ type ServiceBin struct {
 	CacheMisses float64 `json:"cache_misses"`
 	// OverheadS: seconds of failure work (failure_cost) charged per second.
 	OverheadS float64 `json:"overhead_s"`
+	// Superseded: queued attempts per second a newer twin replaced.
+	Superseded float64 `json:"superseded"`
 }
 
 // ServiceTotal sums a service's run. Every attempt that reached the
 // service ends in one outcome: Arrived = Completed + Shed + Expired + Hung +
-// Crashed + InSystem. Lost counts attempts refused on the way in (a network
+// Crashed + Superseded + Joined + InSystem (Joined: attempts that waited for
+// a twin in service and got its answer, without work of their own). Lost counts attempts refused on the way in (a network
 // outage in drop mode, no replica up): they never arrived.
 type ServiceTotal struct {
-	Arrived   int64 `json:"arrived"`
-	Completed int64 `json:"completed"`
-	Goodput   int64 `json:"goodput"`
-	Wasted    int64 `json:"wasted"`
-	Shed      int64 `json:"shed"`
-	Expired   int64 `json:"expired_dropped"`
-	Hung      int64 `json:"hung"`
-	Crashed   int64 `json:"crashed"`
+	Arrived    int64 `json:"arrived"`
+	Completed  int64 `json:"completed"`
+	Goodput    int64 `json:"goodput"`
+	Wasted     int64 `json:"wasted"`
+	Shed       int64 `json:"shed"`
+	Expired    int64 `json:"expired_dropped"`
+	Hung       int64 `json:"hung"`
+	Crashed    int64 `json:"crashed"`
+	Superseded int64 `json:"superseded"`
+	Joined     int64 `json:"joined"`
 	// Lost: attempts refused on the way in.
 	Lost     int64 `json:"lost"`
 	InSystem int64 `json:"in_system_at_end"`

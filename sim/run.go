@@ -102,8 +102,13 @@ func (w *world) startEvents() {
 func (w *world) finish(name string) Result {
 	for i := range w.reqs {
 		r := &w.reqs[i]
-		if r.live && w.edges[r.edge].client >= 0 {
+		if r.live && w.edges[r.edge].client >= 0 && r.intent == noID {
 			w.clients[w.edges[r.edge].client].stats.total.InFlight++
+		}
+	}
+	for i := range w.intents {
+		if it := &w.intents[i]; it.live {
+			w.clients[it.client].stats.total.InFlight++
 		}
 	}
 	for i := range w.atts {

@@ -163,7 +163,7 @@ func (w *world) bootReplica(v *service, ri int32, delay time.Duration) {
 
 // bootCall makes the replica's next start-up call.
 func (w *world) bootCall(v *service, ri int32) {
-	w.newRequest(v.bootEdge, 0, noID, v.reps[ri].epoch, noID, 0, ri)
+	w.newRequest(v.bootEdge, 0, origin{parent: noID, parentGen: v.reps[ri].epoch, user: noID, boot: ri, intent: noID}, 0)
 }
 
 // onReady: a booting replica's delay has passed.

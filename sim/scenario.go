@@ -64,6 +64,11 @@ type Client struct {
 	Network Network `yaml:"network,omitempty" json:"network"`
 	// Breaker, optional: a circuit breaker in every process's retrier.
 	Breaker *BreakerSpec `yaml:"breaker,omitempty" json:"breaker,omitempty"`
+	// Humans, optional: the arrivals are people who tap again (see Humans).
+	Humans *Humans `yaml:"humans,omitempty" json:"humans,omitempty"`
+	// IdempotencyKey: every attempt carries a key, one per request (one per
+	// person's intent, every tap the same), for servers that supersede.
+	IdempotencyKey bool `yaml:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
 }
 
 // Arrivals says when new requests arrive.
@@ -159,6 +164,9 @@ type Service struct {
 	Cache *Cache `yaml:"cache,omitempty" json:"cache,omitempty"`
 	// Autoscale scales its replicas from a metric (see Autoscale).
 	Autoscale *Autoscale `yaml:"autoscale,omitempty" json:"autoscale,omitempty"`
+	// Supersede collapses attempts with the same idempotency key (see
+	// Supersede).
+	Supersede *Supersede `yaml:"supersede,omitempty" json:"supersede,omitempty"`
 }
 
 // QueueSpec configures a service's admission queue.
@@ -435,6 +443,12 @@ func (s Scenario) Validate() error {
 		if c.Breaker != nil {
 			f.wrap(c.Breaker.Spec.Validate(), at, "breaker")
 		}
+		if c.Humans != nil {
+			f.wrap(c.Humans.validate(), at, "humans")
+			if c.Arrivals.Kind == "closed" {
+				f.add("people tap again on open-loop arrivals (poisson, constant, burst), not closed", at, "humans")
+			}
+		}
 		if c.Fleet != nil {
 			f.wrap(c.Fleet.validate(c.Policy.Budget), at, "fleet")
 		}
@@ -478,6 +492,12 @@ func (s Scenario) Validate() error {
 			bad(at+".capacity", "needs per_tick > 0 and tick > 0")
 		}
 		v.validateMechanisms(&f, at)
+		if v.Supersede != nil {
+			f.wrap(v.Supersede.validate(), at, "supersede")
+			if v.Capacity != nil {
+				f.add("a tick-capacity service has no queue to supersede in", at, "supersede")
+			}
+		}
 		for j, c := range v.Calls {
 			cat := elemPath(at+".calls", c.Service, j)
 			if _, ok := services[c.Service]; !ok {

@@ -79,7 +79,11 @@ func (w *world) deliver(ai int32) {
 		}
 		a.permit, a.hasPermit = p, true
 	}
-	if r.busy < v.workers && v.paused == 0 && r.queue.Len() == 0 && r.debt == 0 {
+	now0 := r.busy < v.workers && v.paused == 0 && r.queue.Len() == 0 && r.debt == 0
+	if v.sup != nil && a.skey != 0 && w.supersedeAt(ai, v, !now0) {
+		return // it took a queued twin's place, or waits for one in service
+	}
+	if now0 {
 		v.meter.started++
 		w.start(ai, v, ri)
 		return
@@ -89,6 +93,7 @@ func (w *world) deliver(ai int32) {
 		it.Deadline = wall(a.deadline)
 	}
 	adm := r.queue.PushAt(wall(now), it)
+	a.qh = adm.Handle
 	if adm.HasVictim() {
 		w.leaveQueue(adm.Victim.Payload, adm.VictimReason, v, v.spec.FailureCost.Shed)
 	}
@@ -133,6 +138,7 @@ func (w *world) reject(ai int32, v *service, cost time.Duration) {
 	v.stats.shed[w.binOf(int64(w.now()))]++
 	v.stats.total.Shed++
 	ri := a.rep
+	w.settle(ai, v, codeShed)
 	w.reply(ai, v, codeShed) // a may be reused from here on
 	w.charge(v, ri, cost)
 }
@@ -148,6 +154,7 @@ func (w *world) expired(ai int32, v *service) {
 	v.stats.expired[w.binOf(int64(w.now()))]++
 	v.stats.total.Expired++
 	ri := a.rep
+	w.settle(ai, v, codeNone)
 	w.srvDone(ai)
 	w.charge(v, ri, v.spec.FailureCost.Expire)
 }
@@ -187,6 +194,9 @@ func (w *world) start(ai int32, v *service, ri int32) {
 	}
 	r.inSvc++
 	a.inSvc = true
+	if a.tracked {
+		v.sup.StartAt(wall(w.now()), a.skey)
+	}
 	if v.hangP > 0 && v.rng.Float64() < v.hangP {
 		w.hang(ai, v)
 		if v.ps && v.psByN {
@@ -239,6 +249,7 @@ func (w *world) onRelease(ai int32) {
 	a.decided = true
 	v.stats.hung[w.binOf(int64(w.now()))]++
 	v.stats.total.Hung++
+	w.settle(ai, v, codeNone)
 	if a.hasPermit {
 		a.permit.DroppedAt(wall(w.now()))
 		a.hasPermit = false
@@ -298,7 +309,7 @@ func (w *world) nextCall(ai int32, v *service) {
 	if w.edges[ei].propagate {
 		deadline = a.deadline
 	}
-	w.newRequest(ei, 0, ai, a.gen, noID, deadline, noID)
+	w.newRequest(ei, 0, origin{parent: ai, parentGen: a.gen, user: noID, boot: noID, intent: noID}, deadline)
 }
 
 // callDone: a downstream call of attempt ai ended.
@@ -360,6 +371,7 @@ func (w *world) complete(ai int32, v *service, code int) {
 		code = codeError
 	}
 	ri := a.rep
+	w.settle(ai, v, code)
 	w.reply(ai, v, code)
 	if tick {
 		return

@@ -78,16 +78,16 @@ func (s *clientStats) gaveUpFor(b int, reason error) {
 
 // serviceStats counts one service's attempts per bin.
 type serviceStats struct {
-	first, retries, completed, goodput, wasted, shed, expired []int64
-	hung, crashed, crashes, cacheHits, cacheMisses            []int64
-	overhead                                                  []int64 // ns of failure work
-	queue, busy, limit, up                                    []float64
-	total                                                     ServiceTotal
+	first, retries, completed, goodput, wasted, shed, expired  []int64
+	hung, crashed, crashes, cacheHits, cacheMisses, superseded []int64
+	overhead                                                   []int64 // ns of failure work
+	queue, busy, limit, up                                     []float64
+	total                                                      ServiceTotal
 }
 
 func (s *serviceStats) init(n int) {
 	for _, p := range []*[]int64{&s.first, &s.retries, &s.completed, &s.goodput, &s.wasted, &s.shed, &s.expired,
-		&s.hung, &s.crashed, &s.crashes, &s.cacheHits, &s.cacheMisses, &s.overhead} {
+		&s.hung, &s.crashed, &s.crashes, &s.cacheHits, &s.cacheMisses, &s.overhead, &s.superseded} {
 		*p = make([]int64, n)
 	}
 	s.queue = make([]float64, n)
@@ -170,6 +170,7 @@ func (w *world) result(name string) Result {
 				CacheHits:      float64(st.cacheHits[b]) * perS,
 				CacheMisses:    float64(st.cacheMisses[b]) * perS,
 				OverheadS:      float64(st.overhead[b]) / 1e9 * perS,
+				Superseded:     float64(st.superseded[b]) * perS,
 			}
 		}
 		r.Services = append(r.Services, s)

@@ -13,6 +13,7 @@ import (
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/shed"
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/supersede"
 )
 
 // Event kinds of the model. Every event's Target, A and B are documented
@@ -41,16 +42,19 @@ const (
 	evReady                           // Target: service, A: replica, B: epoch; a new replica's up delay has passed
 	evBoot                            // Target: service, A: replica, B: epoch; a new replica makes its next start-up call
 	evHedge                           // A: request, B: gen; a hedged request's next hedge may be due
+	evPatience                        // A: intent, B: gen; a person's patience with the last tap ran out
 )
 
 // Reply codes carried by evReply.
 const (
-	codeOK        = iota // success
-	codeDegraded         // success served with a fallback below
-	codeError            // a transient error (500/503 without signals)
-	codeShed             // rejected by admission: 503, this instance overloaded
-	codeExhausted        // failed after retries below: do not retry
-	codeRefused          // connection refused (an outage in drop mode)
+	codeOK         = iota // success
+	codeDegraded          // success served with a fallback below
+	codeError             // a transient error (500/503 without signals)
+	codeShed              // rejected by admission: 503, this instance overloaded
+	codeExhausted         // failed after retries below: do not retry
+	codeRefused           // connection refused (an outage in drop mode)
+	codeSuperseded        // replaced by a newer request with its key: do not retry
+	codeNone              // no answer (internal: an attempt dropped unanswered)
 )
 
 // noID marks an absent index.
@@ -69,6 +73,9 @@ type request struct {
 	key       int32  // cache key of a keyed cache miss, filled on success; noID otherwise
 	boot      int32  // replica whose start-up call this is; noID otherwise
 	hedge     int32  // its state in world.hedges when hedged; noID otherwise
+	intent    int32  // the person's intent this request is a tap of; noID otherwise
+	intentGen uint32 //
+	skey      uint64 // idempotency key its attempts carry; 0: none
 	gen       uint32
 	arrival   engine.Time
 	deadline  engine.Time // 0: none
@@ -95,9 +102,12 @@ type attempt struct {
 	cliDone  bool
 	srvDone  bool
 	live     bool
+	skey     uint64 // idempotency key; 0: none
 	// server side
-	rep       int32 // replica
-	inSvc     bool  // holds a worker of its replica
+	tracked   bool        // held by its service's supersession table
+	qh        shed.Handle // its place in the queue, while queued
+	rep       int32       // replica
+	inSvc     bool        // holds a worker of its replica
 	hung      bool
 	permit    limit.Permit
 	hasPermit bool
@@ -165,8 +175,9 @@ type service struct {
 	leastOutstanding bool
 	crashAt          int // queue length past which a replica crashes
 	cache            *cache
-	dials            *killswitch.Dials // its limiters', its calls' retriers' and its shedding's
-	opSpeed          float64           // a runbook's capacity factor [1]
+	sup              *supersede.Table[uint64, int32] // supersession; nil: off
+	dials            *killswitch.Dials               // its limiters', its calls' retriers' and its shedding's
+	opSpeed          float64                         // a runbook's capacity factor [1]
 	scaler           *autoscale.Autoscaler
 	scaleDelay       time.Duration // how long a new replica takes to serve
 	bootEdge         int32         // the start-up calls' edge; noID without
@@ -178,24 +189,27 @@ type service struct {
 
 // world is one run's state.
 type world struct {
-	sc        Scenario
-	eng       engine.Engine
-	clients   []client
-	services  []service
-	edges     []edge
-	reqs      []request
-	freeReq   []int32
-	atts      []attempt
-	freeAtt   []int32
-	bin       time.Duration
-	nbins     int
-	end       engine.Time
-	triggerS  [][2]float64
-	svcIdx    map[string]int32
-	cliIdx    map[string]int32
-	hedges    []hedgeState
-	freeHedge []int32
-	actions   []ActionMark
+	sc         Scenario
+	eng        engine.Engine
+	clients    []client
+	services   []service
+	edges      []edge
+	reqs       []request
+	freeReq    []int32
+	atts       []attempt
+	freeAtt    []int32
+	bin        time.Duration
+	nbins      int
+	end        engine.Time
+	triggerS   [][2]float64
+	svcIdx     map[string]int32
+	cliIdx     map[string]int32
+	hedges     []hedgeState
+	freeHedge  []int32
+	intents    []intent
+	freeIntent []int32
+	nextKey    uint64 // idempotency keys handed out
+	actions    []ActionMark
 }
 
 // streamID derives a random stream's id from stable names, never from
@@ -278,6 +292,9 @@ func newWorld(sc Scenario) (*world, error) {
 		}
 		if spec.Cache != nil {
 			v.cache = newCache(*spec.Cache, engine.Stream(sc.Seed, streamID("cache", spec.Name)))
+		}
+		if s := spec.Supersede; s != nil {
+			v.sup = supersede.New[uint64, int32](s.Max, s.TTL)
 		}
 		v.reps = make([]replica, spec.Replicas)
 		for j := range v.reps {
