@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/retry"
 )
 
 // BenchmarkSeed004 runs examples/seed004.yaml, scenario A, for the tick
@@ -105,4 +107,35 @@ func BenchmarkMechanisms(b *testing.B) {
 			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+}
+
+// mm1 is issue 16's model: M/M/1 FIFO, λ = 900/s, mean service 1 ms, a 1 s
+// client timeout and one allowed retry (which never fire).
+func mm1Bench(d time.Duration) Scenario {
+	p, _ := retry.Preset("naive")
+	p.MaxAttempts = 2
+	return Scenario{Name: "mm1", Duration: d, Seed: 1,
+		Clients:  []Client{{Name: "app", Target: "db", Arrivals: Arrivals{Kind: "poisson", Rate: 900}, Policy: PolicySpec{Preset: "naive", Policy: p}, Timeout: time.Second}},
+		Services: []Service{{Name: "db", Workers: 1, ServiceTime: Dist{Kind: "exponential", Mean: time.Millisecond}}},
+	}
+}
+
+// BenchmarkMM1 runs issue 16's M/M/1 model through the whole simulator for
+// 100 s of virtual time (90,000 requests); it reports events/s, to compare
+// with sim/engine's BenchmarkEngine/small in the same run, and ns per
+// simulated request.
+func BenchmarkMM1(b *testing.B) {
+	s := mm1Bench(100 * time.Second)
+	var events, reqs uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := Run(context.Background(), s, "mm1", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		events += r.Events
+		reqs += uint64(r.Clients[0].Total.Requests)
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(reqs), "ns/request")
 }

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -474,3 +475,25 @@ func cliT(b ClientBin) float64     { return b.T }
 func good(b ClientBin) float64     { return b.Goodput }
 func demand(b ClientBin) float64   { return b.Demand }
 func offered(b ServiceBin) float64 { return b.OfferedFirst + b.OfferedRetries }
+
+// TestSelectKth: the selection finds what sorting finds, on random data,
+// ties and sorted input.
+func TestSelectKth(t *testing.T) {
+	r := engine.Stream(3, 3)
+	for trial := range 300 {
+		n := 1 + int(r.Float64()*200)
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = float64(int(r.Float64() * 20)) // many ties
+			if trial%7 == 0 {
+				x[i] = float64(i)
+			}
+		}
+		sorted := append([]float64(nil), x...)
+		slices.Sort(sorted)
+		k := int(r.Float64() * float64(n))
+		if got := selectKth(x, k); got != sorted[k] {
+			t.Fatalf("trial %d: selectKth(n=%d, k=%d) = %v, want %v", trial, n, k, got, sorted[k])
+		}
+	}
+}

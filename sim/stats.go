@@ -2,7 +2,6 @@ package sim
 
 import (
 	"errors"
-	"slices"
 
 	"github.com/stormguard/stormguard/retry"
 )
@@ -30,18 +29,67 @@ func (s *clientStats) init(n int) {
 }
 
 // closeBin computes the bin's latency percentiles and resets the sample.
+// The percentiles are the elements a sort would put at q × (n − 1); a
+// selection finds them in linear time without sorting the bin (the p99
+// selection works on the part above the median).
 func (s *clientStats) closeBin(b int) {
-	if len(s.lat) > 0 {
-		slices.Sort(s.lat)
-		s.p50[b] = quantile(s.lat, 0.50)
-		s.p99[b] = quantile(s.lat, 0.99)
+	if n := len(s.lat); n > 0 {
+		i50, i99 := int(0.50*float64(n-1)), int(0.99*float64(n-1))
+		s.p50[b] = selectKth(s.lat, i50)
+		s.p99[b] = selectKth(s.lat[i50:], i99-i50)
 		s.lat = s.lat[:0]
 	}
 }
 
-func quantile(sorted []float64, q float64) float64 {
-	i := int(q * float64(len(sorted)-1))
-	return sorted[i]
+// selectKth reorders x so that x[k] is the element a sort would put there,
+// everything before it no greater and everything after no smaller, and
+// returns it (Hoare's selection with a median-of-three pivot).
+func selectKth(x []float64, k int) float64 {
+	lo, hi := 0, len(x)-1
+	for hi > lo {
+		if hi-lo < 16 {
+			for i := lo + 1; i <= hi; i++ {
+				for j := i; j > lo && x[j] < x[j-1]; j-- {
+					x[j], x[j-1] = x[j-1], x[j]
+				}
+			}
+			break
+		}
+		m := lo + (hi-lo)/2
+		if x[m] < x[lo] {
+			x[m], x[lo] = x[lo], x[m]
+		}
+		if x[hi] < x[lo] {
+			x[hi], x[lo] = x[lo], x[hi]
+		}
+		if x[hi] < x[m] {
+			x[hi], x[m] = x[m], x[hi]
+		}
+		p := x[m]
+		i, j := lo, hi
+		for i <= j {
+			for x[i] < p {
+				i++
+			}
+			for x[j] > p {
+				j--
+			}
+			if i <= j {
+				x[i], x[j] = x[j], x[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return x[k]
+		}
+	}
+	return x[k]
 }
 
 // gaveUp counts a request that ended in failure for reason.
