@@ -475,58 +475,133 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 }
 
 // Capacity estimates the requests per second the service named target can
-// serve when every call succeeds at the first try: workers ÷ the time a
-// worker is held (the mean service time plus, for each downstream call,
-// twice the mean network latency and the callee's own hold time), and no
-// more than any callee can serve; a tick capacity serves PerTick per Tick.
-// It is 0 when it cannot be told (no service time).
+// serve when every call succeeds at the first try, by the rule of
+// analyze's capacity figure (ServiceCapacity), and then:
+//
+//   - no more than any callee serves (a callee called twice per request
+//     counts twice);
+//   - a look-aside cache in front of a service passes on only its misses:
+//     the requests per second it serves are its capacity ÷ (1 − the warm
+//     hit rate, sim.Cache.WarmHitRate), the advertised capacity of a
+//     cached service.
+//
+// It is 0 when it cannot be told (no service time, or a cache that hits
+// every request).
 func Capacity(s sim.Scenario, target string) float64 {
 	idx := map[string]int{}
 	for i, v := range s.Services {
 		idx[v.Name] = i
 	}
-	var hold func(i, depth int) (float64, float64) // seconds held, capacity
-	hold = func(i, depth int) (float64, float64) {
-		v := s.Services[i]
+	memo := map[int]float64{}
+	var reqs func(i, depth int) float64 // requests/s arriving at i that it serves
+	reqs = func(i, depth int) float64 {
+		if c, ok := memo[i]; ok {
+			return c
+		}
 		if depth > len(s.Services) {
-			return 0, 0 // a cycle: Validate rejects it
+			return 0 // a cycle: Validate rejects it
 		}
-		h := mean(v.ServiceTime)
-		capacity := math.Inf(1)
-		for _, c := range v.Calls {
-			j, ok := idx[c.Service]
-			if !ok {
-				continue
+		v := s.Services[i]
+		c := ServiceCapacity(s, v.Name)
+		count := map[int]int{}
+		for _, call := range v.Calls {
+			if j, ok := idx[call.Service]; ok {
+				count[j]++
 			}
-			ch, cc := hold(j, depth+1)
-			h += 2*mean(c.Network.Latency) + ch
-			capacity = math.Min(capacity, cc)
 		}
-		if v.Capacity != nil && v.Capacity.Tick > 0 {
-			return h, math.Min(capacity, float64(v.Capacity.PerTick)/v.Capacity.Tick.Seconds())
+		for j, n := range count {
+			c = math.Min(c, reqs(j, depth+1)/float64(n))
 		}
-		if h > 0 {
-			capacity = math.Min(capacity, float64(max(v.Workers, 1))/h)
+		if v.Cache != nil {
+			c /= 1 - v.Cache.WarmHitRate()
 		}
-		return h, capacity
+		memo[i] = c
+		return c
 	}
 	i, ok := idx[target]
 	if !ok {
 		return 0
 	}
-	_, c := hold(i, 0)
-	if math.IsInf(c, 0) || math.IsNaN(c) {
+	c := reqs(i, 0)
+	if math.IsInf(c, 0) || math.IsNaN(c) || !(c > 0) {
 		return 0
 	}
 	return c
 }
 
-// mean is the mean of a distribution, seconds.
-func mean(d sim.Dist) float64 {
-	if d.Kind == "uniform" {
-		return (d.Min + d.Max).Seconds() / 2
+// ServiceCapacity is the attempts per second the service named target
+// serves with every worker busy and every call answered at the first try,
+// the figure `stormguard analyze` reports (ServiceFigure.Capacity; a test
+// keeps the two equal on every example):
+//
+//   - a worker is held for the mean service time (sim.Dist.Average, so a
+//     mixture's weighted mean) plus, for each call, twice the mean network
+//     latency and the callee's own holding time; under the linear law the
+//     local work takes per_request × workers more (every worker busy);
+//   - the local work runs at the thrashing curve's speed with every worker
+//     busy (sim.CapacityLaw.Speed(workers): past a knee, the fallen
+//     capacity);
+//   - capacity = workers ÷ holding time, and under processor sharing at
+//     most cores × speed ÷ the mean service time;
+//   - replicas multiply it; a tick capacity serves per_tick per tick.
+//
+// It is +Inf when nothing bounds it (no service time, no calls), 0 when
+// there is no such service. The cache is not counted (see Capacity).
+func ServiceCapacity(s sim.Scenario, target string) float64 {
+	idx := map[string]int{}
+	for i, v := range s.Services {
+		idx[v.Name] = i
 	}
-	return d.Mean.Seconds()
+	var hold func(i, depth int) time.Duration // local work and calls, at full speed
+	hold = func(i, depth int) time.Duration {
+		if depth > len(s.Services) {
+			return 0 // a cycle: Validate rejects it
+		}
+		v := s.Services[i]
+		h := localWork(v)
+		for _, c := range v.Calls {
+			if j, ok := idx[c.Service]; ok {
+				h += 2*c.Network.Latency.Average() + hold(j, depth+1)
+			}
+		}
+		return h
+	}
+	i, ok := idx[target]
+	if !ok {
+		return 0
+	}
+	v := s.Services[i]
+	if v.Capacity != nil && v.Capacity.Tick > 0 {
+		return float64(v.Capacity.PerTick) / v.Capacity.Tick.Seconds()
+	}
+	local := localWork(v)
+	calls := hold(i, 0) - local
+	workers := max(1, v.Workers)
+	speed := v.Law.Speed(workers)
+	h := time.Duration(float64(local)/speed) + calls
+	if h <= 0 {
+		return math.Inf(1)
+	}
+	c := float64(workers) / h.Seconds()
+	if v.Law != nil && v.Law.Kind == "processor-sharing" && local > 0 {
+		cores := v.Law.Cores
+		if cores == 0 {
+			cores = 1 // sim's default
+		}
+		c = math.Min(c, cores*speed/local.Seconds())
+	}
+	return c * float64(max(1, v.Replicas))
+}
+
+// localWork is how long a request's local work holds a worker at full
+// speed: the mean service time, and under the linear law per_request ×
+// workers more (every worker busy).
+func localWork(v sim.Service) time.Duration {
+	local := v.ServiceTime.Average()
+	if v.Law != nil && v.Law.Kind == "linear" {
+		local += time.Duration(max(1, v.Workers)) * v.Law.PerRequest
+	}
+	return local
 }
 
 // niceFloor returns the largest 1, 2 or 5 × 10ⁿ not above x (x > 0).
