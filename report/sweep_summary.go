@@ -220,6 +220,7 @@ func sweepTriggerNoun(ph *sweep.Phase, many bool) string {
 var sweepTriggerNouns = map[string]string{
 	"outage": "outage", "latency": "latency spike", "capacity": "capacity drop",
 	"load": "load spike", "pause": "pause", "errors": "brownout",
+	"hang": "hang", "cache-flush": "cache flush",
 }
 
 func sweepMaxSize(ph *sweep.Phase) string {

@@ -117,7 +117,7 @@ func (rp RunPlan) validate() error {
 			}
 		}
 		switch {
-		case ph.Vary != VaryDuration && ph.Vary != VaryFactor && ph.Vary != VaryAdd:
+		case ph.Vary != VaryDuration && ph.Vary != VaryFactor && ph.Vary != VaryAdd && ph.Vary != VaryKeys:
 			return fmt.Errorf("phase: vary %q", ph.Vary)
 		case !finite(ph.Min, ph.Max, ph.Resolution, ph.AfterS) || !(ph.Max > ph.Min) || !(ph.Resolution > 0):
 			return fmt.Errorf("phase: sizes %v to %v by %v", ph.Min, ph.Max, ph.Resolution)

@@ -20,6 +20,7 @@ const (
 	VaryDuration = "duration" // how long the trigger lasts, seconds (any kind)
 	VaryFactor   = "factor"   // a load spike's multiplier, or a brownout's error probability
 	VaryAdd      = "add"      // the latency a latency trigger adds, seconds
+	VaryKeys     = "keys"     // the most popular keys a cache-flush removes
 )
 
 // Options are the knobs of a sweep. A zero field takes the default derived
@@ -42,14 +43,17 @@ type Options struct {
 	// 5 × 10ⁿ]. They are sorted and duplicates dropped.
 	Loads []float64
 	// Vary: what the phase search grows in the trigger: VaryDuration,
-	// VaryFactor (load and errors triggers) or VaryAdd (latency
-	// triggers) [duration].
+	// VaryFactor (load, errors and hang triggers), VaryAdd (latency
+	// triggers) or VaryKeys (a cache-flush of a keyed cache) [keys for a
+	// cache-flush of a keyed cache, which is instantaneous; else
+	// duration].
 	Vary string
 	// Max is the largest trigger size tried, in seconds for duration and
-	// add, as the factor for factor [4 × the trigger's own, or 40 s, 4×,
-	// 1 (errors)]; Resolution is the step of the search [about (Max −
-	// min) / 256, rounded down to 1, 2 or 5 × 10ⁿ]. The smallest size tried is 0 (no trigger),
-	// and 1 for a load factor.
+	// add, as the factor for factor, a number of keys for keys [4 × the
+	// trigger's own, or 40 s, 4×, 1 (an error or hang probability), the
+	// cache's keys]; Resolution is the step of the search [about (Max −
+	// min) / 256, rounded down to 1, 2 or 5 × 10ⁿ; at least 1 key]. The
+	// smallest size tried is 0 (no trigger), and 1 for a load factor.
 	Max, Resolution float64
 	// After is how long each phase run goes on after the trigger ends,
 	// for the system to recover [max(120 s, 60 × the client's timeout,
@@ -142,9 +146,11 @@ type PhasePlan struct {
 	// Trigger is the scenario's trigger the search grows (its size field
 	// is replaced at each try).
 	Trigger sim.Trigger `json:"trigger"`
-	// Vary is the field grown (VaryDuration, VaryFactor, VaryAdd).
+	// Vary is the field grown (VaryDuration, VaryFactor, VaryAdd,
+	// VaryKeys).
 	Vary string `json:"vary"`
-	// Unit of the sizes: "s", "×" (a load factor) or "" (a probability).
+	// Unit of the sizes: "s", "×" (a load factor), "" (a probability) or
+	// " keys".
 	Unit string `json:"unit"`
 	// Min, Max: the smallest and largest sizes tried; Resolution: the
 	// step of the grid of sizes the bisection works on.
@@ -183,10 +189,15 @@ func (p PhasePlan) Label() string {
 	}
 	switch p.Vary {
 	case VaryFactor:
-		if p.Trigger.Kind == "errors" {
+		switch p.Trigger.Kind {
+		case "errors":
 			return t + ": error probability"
+		case "hang":
+			return t + ": hang probability"
 		}
 		return t + ": factor (×)"
+	case VaryKeys:
+		return t + ": most popular keys flushed"
 	case VaryAdd:
 		return t + ": added latency (s)"
 	}
@@ -309,6 +320,39 @@ func findClient(s sim.Scenario, name string) (int, error) {
 	return i, nil
 }
 
+// PhaseVaries returns, for each run of f, what its phase search grows
+// with the options o: o.Vary, or its default for the run's trigger
+// (VaryKeys for a cache-flush of a keyed cache, else VaryDuration). The
+// command line reads --max and --resolution by it: a duration, or a
+// number.
+func PhaseVaries(f sim.File, o Options) []string {
+	out := make([]string, len(f.Runs))
+	for i, r := range f.Runs {
+		out[i] = o.Vary
+		if o.Vary != "" {
+			continue
+		}
+		out[i] = VaryDuration
+		if s := r.Scenario; len(s.Triggers) > 0 && flushKeys(s, s.Triggers[0]) > 0 {
+			out[i] = VaryKeys
+		}
+	}
+	return out
+}
+
+// flushKeys returns the keys of the cache a cache-flush trigger t
+// flushes, or 0 when t is no flush of a keyed cache.
+func flushKeys(s sim.Scenario, t sim.Trigger) int {
+	if t.Kind != "cache-flush" {
+		return 0
+	}
+	i := slices.IndexFunc(s.Services, func(v sim.Service) bool { return v.Name == t.Target })
+	if i < 0 || s.Services[i].Cache == nil {
+		return 0
+	}
+	return s.Services[i].Cache.Keys
+}
+
 func planRamp(o Options, capacity float64, timeout, bin time.Duration) (RampPlan, error) {
 	from, to, step := o.From, o.To, o.Step
 	if capacity <= 0 && (to == 0 || from == 0) {
@@ -385,11 +429,20 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 		}
 	}
 	ph := PhasePlan{Loads: loads, Trigger: trig, Vary: o.Vary, Max: o.Max, Resolution: o.Resolution}
+	// A cache-flush of a keyed cache happens at an instant: what it
+	// removes is its size.
+	keys := flushKeys(s, trig)
 	if ph.Vary == "" {
 		ph.Vary = VaryDuration
+		if keys > 0 {
+			ph.Vary = VaryKeys
+		}
 	}
 	switch ph.Vary {
 	case VaryDuration:
+		if keys > 0 {
+			return ph, fmt.Errorf("vary duration: a cache-flush of a keyed cache (%s has %d keys) is instantaneous, its duration changes nothing; vary keys instead (the number of most popular keys flushed)", trig.Target, keys)
+		}
 		ph.Unit = "s"
 		if ph.Max == 0 {
 			ph.Max = 40
@@ -408,6 +461,26 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 				ph.Max = 4 * a
 			}
 		}
+	case VaryKeys:
+		switch {
+		case trig.Kind != "cache-flush":
+			return ph, fmt.Errorf("vary keys grows a cache-flush trigger's keys; the trigger is %s (vary duration instead)", trig.Kind)
+		case keys == 0:
+			return ph, fmt.Errorf("vary keys: the cache of %s has no keys (a fixed hit rate; a flush makes every lookup miss while it lasts): vary duration instead", trig.Target)
+		}
+		ph.Unit = " keys"
+		if ph.Max == 0 {
+			ph.Max = float64(keys)
+		}
+		if ph.Max != math.Trunc(ph.Max) || ph.Max > float64(keys) {
+			return ph, optionErr("max", trimFloat(ph.Max), "a flush removes a whole number of keys, at most the cache's %d", keys)
+		}
+		if ph.Resolution == 0 {
+			ph.Resolution = math.Max(1, math.Floor(niceFloor(ph.Max/256)))
+		}
+		if ph.Resolution != math.Trunc(ph.Resolution) {
+			return ph, optionErr("resolution", trimFloat(ph.Resolution), "a flush removes a whole number of keys: want a whole number ≥ 1")
+		}
 	case VaryFactor:
 		switch trig.Kind {
 		case "load":
@@ -415,19 +488,19 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 			if ph.Max == 0 {
 				ph.Max = math.Max(4, 2*trig.Factor)
 			}
-		case "errors":
+		case "errors", "hang":
 			ph.Unit = ""
 			if ph.Max == 0 {
 				ph.Max = 1
 			}
 			if ph.Max > 1 {
-				return ph, optionErr("max", trimFloat(ph.Max), "an error probability is at most 1")
+				return ph, optionErr("max", trimFloat(ph.Max), "%s probability is at most 1", map[string]string{"errors": "an error", "hang": "a hang"}[trig.Kind])
 			}
 		default:
-			return ph, fmt.Errorf("vary factor grows a load or errors trigger; the trigger is %s (vary duration instead)", trig.Kind)
+			return ph, fmt.Errorf("vary factor grows a load, errors or hang trigger; the trigger is %s (vary duration instead)", trig.Kind)
 		}
 	default:
-		return ph, fmt.Errorf("vary %q is not one of duration, factor, add", ph.Vary)
+		return ph, fmt.Errorf("vary %q is not one of duration, factor, add, keys", ph.Vary)
 	}
 	if !(ph.Max > ph.Min) || math.IsInf(ph.Max, 0) {
 		return ph, optionErr("max", trimFloat(ph.Max), "must be above the smallest size %v", ph.Min)

@@ -491,8 +491,16 @@ func (rp RunPlan) probeScenario(load, size float64) sim.Scenario {
 		t.Factor = size
 	case VaryAdd:
 		t.Add = seconds(size)
+	case VaryKeys:
+		t.Keys = int(math.Round(size))
 	default:
 		t.Duration = seconds(size)
+	}
+	if size == 0 && (ph.Vary == VaryKeys || ph.Vary == VaryFactor && t.Kind == "hang") {
+		// Size 0 is no trigger, in the same window (a hang probability
+		// of 0 is not one; a flush of 0 keys would flush them all): a
+		// load spike of 1×, which changes nothing.
+		t = sim.Trigger{Kind: "load", Factor: 1, At: t.At, Duration: t.Duration}
 	}
 	s.Triggers = []sim.Trigger{t}
 	s.Duration = t.At + t.Duration + seconds(ph.AfterS)

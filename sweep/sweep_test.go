@@ -212,9 +212,9 @@ func TestPlanErrors(t *testing.T) {
 		want string
 	}{
 		{Options{Client: "web"}, `no client "web" (have app)`},
-		{Options{Vary: "size"}, `vary "size" is not one of duration, factor, add`},
+		{Options{Vary: "size"}, `vary "size" is not one of duration, factor, add, keys`},
 		{Options{Vary: VaryAdd}, "vary add grows a latency trigger"},
-		{Options{Vary: VaryFactor}, "vary factor grows a load or errors trigger"},
+		{Options{Vary: VaryFactor}, "vary factor grows a load, errors or hang trigger"},
 		{Options{From: 300, To: 100}, "want 0 < from < to"},
 		{Options{Hold: time.Second}, "shorter than two bins"},
 		{Options{Loads: []float64{100, -5}}, "loads must be positive"},

@@ -170,17 +170,6 @@ func (f *sweepFlags) options() (sweep.Options, error) {
 			return o, err
 		}
 	}
-	duration := f.vary == "" || f.vary == sweep.VaryDuration || f.vary == sweep.VaryAdd
-	if f.max != "" {
-		if o.Max, err = parseTriggerSize("max", f.max, duration); err != nil {
-			return o, err
-		}
-	}
-	if f.resolution != "" {
-		if o.Resolution, err = parseTriggerSize("resolution", f.resolution, duration); err != nil {
-			return o, err
-		}
-	}
 	if f.hold < 0 {
 		return o, fmt.Errorf("--hold %v: want a duration above 0, such as 20s", f.hold)
 	}
@@ -191,6 +180,35 @@ func (f *sweepFlags) options() (sweep.Options, error) {
 		return o, fmt.Errorf("--workers %d: want a positive number (0: all cores)", f.workers)
 	}
 	return o, nil
+}
+
+// sizes reads --max and --resolution into o: durations when the phase
+// search grows a duration or an added latency, numbers when it grows a
+// factor or keys. varies says what each run grows (see
+// sweep.PhaseVaries): one --max cannot be both.
+func (f *sweepFlags) sizes(o *sweep.Options, runs []string, varies []string) error {
+	if f.max == "" && f.resolution == "" || len(varies) == 0 {
+		return nil
+	}
+	isDuration := func(v string) bool { return v == sweep.VaryDuration || v == sweep.VaryAdd }
+	duration := isDuration(varies[0])
+	for i, v := range varies {
+		if isDuration(v) != duration {
+			return fmt.Errorf("--max and --resolution: run %s grows its trigger's %s and run %s its %s, one a duration and the other a number: give --vary, or sweep the runs apart", runs[0], varies[0], runs[i], v)
+		}
+	}
+	var err error
+	if f.max != "" {
+		if o.Max, err = parseTriggerSize("max", f.max, duration); err != nil {
+			return err
+		}
+	}
+	if f.resolution != "" {
+		if o.Resolution, err = parseTriggerSize("resolution", f.resolution, duration); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseRamp reads --ramp FROM:TO[:STEP], requests/s: 0 < FROM < TO,
@@ -248,7 +266,8 @@ func parseSweepLoads(s string) ([]float64, error) {
 
 // parseTriggerSize reads --max or --resolution (flag names it): a
 // duration above 0 when the sweep varies a duration (or an added latency),
-// else a factor above 0. The result is in seconds, or the factor.
+// else a number above 0 (a factor, a probability or a number of keys).
+// The result is in seconds, or the number.
 func parseTriggerSize(flag, text string, duration bool) (float64, error) {
 	if duration {
 		d, err := time.ParseDuration(text)
@@ -259,7 +278,7 @@ func parseTriggerSize(flag, text string, duration bool) (float64, error) {
 	}
 	v, err := strconv.ParseFloat(text, 64)
 	if err != nil || !(v > 0) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("--%s %q: a trigger's factor is a number such as 3 (above 0)", flag, text)
+		return 0, fmt.Errorf("--%s %q: a trigger's factor, probability or number of keys is a number such as 3 (above 0)", flag, text)
 	}
 	return v, nil
 }
@@ -313,6 +332,13 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	file, err := loadSweep(pos)
 	if err != nil {
 		return refused("sweep: ", err)
+	}
+	names := make([]string, len(file.Runs))
+	for i, r := range file.Runs {
+		names[i] = r.Name
+	}
+	if err := f.sizes(&opts, names, sweep.PhaseVaries(file, opts)); err != nil {
+		return usageError{"sweep: " + err.Error()}
 	}
 	plan, err := sweep.NewPlan(file, opts)
 	var oe *sweep.OptionError

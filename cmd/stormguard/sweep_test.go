@@ -199,7 +199,7 @@ func TestSweepErrors(t *testing.T) {
 		{[]string{"sweep", file, "--ramp", "fast"}, exitUsage, `--ramp "fast": want FROM:TO or FROM:TO:STEP`},
 		{[]string{"sweep", file, "--loads", "1:2"}, exitUsage, `--loads "1:2": want FROM:TO:STEP`},
 		{[]string{"sweep", file, "--max", "40"}, exitUsage, `--max "40": a trigger's duration or added latency is a duration such as 40s`},
-		{[]string{"sweep", file, "--vary", "factor", "--max", "4s"}, exitUsage, `--max "4s": a trigger's factor is a number`},
+		{[]string{"sweep", file, "--vary", "factor", "--max", "4s"}, exitUsage, `--max "4s": a trigger's factor, probability or number of keys is a number`},
 		{[]string{"sweep", file, file}, exitUsage, "sweep takes one FILE"},
 		{[]string{"sweep", file, "--client", "web"}, exitError, `tiny.yaml: no client "web" (have app)`},
 		{[]string{"sweep", filepath.Join(t.TempDir(), "none.yaml")}, exitError, "no such file"},
