@@ -63,6 +63,25 @@ type Options struct {
 	Seed uint64
 	// NoRamp and NoPhase skip a part of the sweep.
 	NoRamp, NoPhase bool
+
+	// The runbook questions (see runbook.go), each asked when its first
+	// field is not zero.
+	//
+	// CapacityAt: for each run, bisect the smallest capacity factor that,
+	// set at this time on the client's target, lets the run recover, from
+	// 1 to CapacityMax [DefaultCapacityMax] by CapacityResolution [about
+	// (CapacityMax − 1) / 50, rounded down to 1, 2 or 5 × 10ⁿ].
+	CapacityAt                      time.Duration
+	CapacityMax, CapacityResolution float64
+	// LatestFactor: for each run, bisect the latest time, from the end of
+	// its first trigger to the end of the run, by LatestResolution [about
+	// that span / 50, rounded down to 1, 2 or 5 × 10ⁿ seconds, at least a
+	// bin], at which setting this capacity factor still lets it recover.
+	LatestFactor     float64
+	LatestResolution time.Duration
+	// CompareSeeds: run every run with this many seeds (its own and the
+	// ones that follow) and rank the runs by time to recover.
+	CompareSeeds int
 }
 
 // Limits on the options: past them a sweep is no longer a search but a
@@ -105,6 +124,8 @@ type Plan struct {
 	Key string `json:"key"`
 	// Runs are the file's runs, in file order.
 	Runs []RunPlan `json:"runs"`
+	// Compare is nil unless the runs are compared (Options.CompareSeeds).
+	Compare *ComparePlan `json:"compare,omitempty"`
 }
 
 // RunPlan is the sweep of one run of the file.
@@ -125,6 +146,10 @@ type RunPlan struct {
 	// Ramp is nil when the ramp is skipped; Phase when the phase search is.
 	Ramp  *RampPlan  `json:"ramp,omitempty"`
 	Phase *PhasePlan `json:"phase,omitempty"`
+	// AddCapacity and Latest are the runbook questions asked of the run
+	// (nil when not asked; see Options).
+	AddCapacity *CapacityPlan `json:"add_capacity,omitempty"`
+	Latest      *LatestPlan   `json:"latest,omitempty"`
 
 	scenario sim.Scenario
 }
@@ -214,7 +239,7 @@ func NewPlan(f sim.File, o Options) (Plan, error) {
 	if len(f.Runs) == 0 {
 		return p, errors.New("the file has no runs")
 	}
-	if o.NoRamp && o.NoPhase {
+	if o.NoRamp && o.NoPhase && !o.runbookAsked() {
 		return p, errors.New("nothing to do: both the ramp and the phase search are off")
 	}
 	// Every run is swept over the same loads, so that they compare: the
@@ -249,6 +274,15 @@ func NewPlan(f sim.File, o Options) (Plan, error) {
 		}
 		return p, errors.Join(errs...)
 	}
+	seeds := make([]uint64, len(p.Runs))
+	for i, rp := range p.Runs {
+		seeds[i] = rp.Seed
+	}
+	cp, err := planCompare(o, seeds)
+	if err != nil {
+		return p, err
+	}
+	p.Compare = cp
 	p.Key = p.digest()
 	return p, nil
 }
@@ -291,6 +325,12 @@ func planRun(r sim.RunSpec, o Options, grid float64) (RunPlan, error) {
 			return rp, err
 		}
 		rp.Phase = &ph
+	}
+	if rp.AddCapacity, err = planCapacity(o, s); err != nil {
+		return rp, err
+	}
+	if rp.Latest, err = planLatest(o, s); err != nil {
+		return rp, err
 	}
 	return rp, nil
 }
