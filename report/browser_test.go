@@ -63,7 +63,8 @@ func browserChromium(t *testing.T) string {
 }
 
 // TestReportsRenderInChromium writes the sim report of a real small run,
-// the sweep report of a real small sweep and the analyze report of the
+// the sweep report of a real small sweep (its four charts: hysteresis,
+// phase, capacity to add, latest time) and the analyze report of the
 // same scenario (all three charts: amplification, vulnerable load, fluid
 // model), opens each page in headless Chromium with the network off, and
 // checks that every chart rendered.
@@ -93,7 +94,8 @@ func TestReportsRenderInChromium(t *testing.T) {
 
 	// The sweep report: the same scenario on a small grid.
 	plan, err := sweep.NewPlan(f, sweep.Options{From: 200, To: 360, Step: 40, Hold: 3 * time.Second,
-		Loads: []float64{150, 250}, Max: 4, Resolution: 1, After: 20 * time.Second})
+		Loads: []float64{150, 250}, Max: 4, Resolution: 1, After: 20 * time.Second,
+		CapacityAt: 40 * time.Second, CapacityResolution: 1, LatestFactor: 2, LatestResolution: 30 * time.Second, CompareSeeds: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestReportsRenderInChromium(t *testing.T) {
 	for _, page := range []struct {
 		dir    string
 		charts int
-	}{{simDir, len(out.Runs)}, {sweepDir, 2}, {analyzeDir, 3}} {
+	}{{simDir, len(out.Runs)}, {sweepDir, 4}, {analyzeDir, 3}} {
 		t.Run(filepath.Base(page.dir), func(t *testing.T) {
 			t.Parallel()
 			charts := browserCharts(t, bin, page.dir)
