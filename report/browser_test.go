@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,7 +63,9 @@ func browserChromium(t *testing.T) string {
 	return ""
 }
 
-// TestReportsRenderInChromium writes the sim report of a real small run,
+// TestReportsRenderInChromium writes the sim report of a real small run
+// (its first run with two replicas and a runbook action, so that the
+// chart marks both),
 // the sweep report of a real small sweep (its four charts: hysteresis,
 // phase, capacity to add, latest time) and the analyze report of the
 // same scenario (all three charts: amplification, vulnerable load, fluid
@@ -78,9 +81,16 @@ func TestReportsRenderInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := sim.Output{Scenario: f.Base.Name, Description: f.Base.Description}
-	for _, r := range f.Runs {
+	for i, r := range f.Runs {
 		s := r.Scenario
 		s.Duration = 40 * time.Second
+		if i == 0 {
+			// Runbook marks and replicas on the chart: two replicas of
+			// half the workers each, and an operator who turns retries off.
+			s.Services = slices.Clone(s.Services)
+			s.Services[0].Replicas, s.Services[0].Workers = 2, max(1, s.Services[0].Workers/2)
+			s.Actions = []sim.Action{{At: 25 * time.Second, Kind: "retries-off", Target: s.Clients[0].Name}}
+		}
 		res, err := sim.Run(t.Context(), s, r.Name, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -90,6 +100,9 @@ func TestReportsRenderInChromium(t *testing.T) {
 	simDir := filepath.Join(dir, "sim")
 	if err := WriteSim(simDir, out); err != nil {
 		t.Fatal(err)
+	}
+	if svg, err := os.ReadFile(filepath.Join(simDir, FileNames(out.Runs)[0]+".svg")); err != nil || !bytes.Contains(svg, []byte("retries-off app")) || !bytes.Contains(svg, []byte("replicas serving")) {
+		t.Errorf("the first run's chart does not mark its action and replicas (%v)", err)
 	}
 
 	// The sweep report: the same scenario on a small grid.
