@@ -160,3 +160,27 @@ func TestPhaseCacheFlushSearch(t *testing.T) {
 		t.Errorf("stormguard at 1000/s: tipped by %v keys", *sg.Tips)
 	}
 }
+
+// TestRampDropsActions: a ramp has no trigger, so the runbook's steps,
+// timed for it, are dropped; its autoscalers stay, and so do the actions
+// of a phase search's runs, whose trigger keeps its time.
+func TestRampDropsActions(t *testing.T) {
+	p, err := NewPlan(loadExample(t, "dynamodb-2015.yaml", "pause-capacity-resume"), Options{Loads: []float64{500}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := p.Runs[0]
+	if n := len(rp.rampScenario().Actions); n != 0 {
+		t.Errorf("the ramp keeps %d actions", n)
+	}
+	if n := len(rp.probeScenario(500, 10).Actions); n != 3 {
+		t.Errorf("a phase run keeps %d actions, want the run's 3", n)
+	}
+	q, err := NewPlan(loadExample(t, "more-capacity.yaml", "cpu-autoscaler"), Options{NoPhase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Runs[0].rampScenario().Services[0].Autoscale == nil {
+		t.Error("the ramp lost the autoscaler")
+	}
+}

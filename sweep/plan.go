@@ -35,7 +35,7 @@ type Options struct {
 	// (To − From) / 30, rounded down to 1, 2 or 5 × 10ⁿ]. The ramp climbs
 	// From → To and comes back down to From.
 	From, To, Step float64
-	// Hold is how long each step of the ramp lasts [10 × the client's
+	// Hold is how long each step of the ramp lasts [20 × the client's
 	// timeout, at least 20 bins]; the second half of it is measured.
 	Hold time.Duration
 	// Loads of the phase diagram, requests/s [0.25 × capacity up to the

@@ -524,7 +524,9 @@ func (r RampPlan) loads() []float64 {
 }
 
 // rampScenario is the simulation of a run's ramp: its arrival rate steps
-// through the loads, no triggers.
+// through the loads, no triggers and no runbook actions (timed for the
+// file's trigger, they would land anywhere on the ramp; autoscalers stay:
+// they are part of the system).
 func (rp RunPlan) rampScenario() sim.Scenario {
 	loads := rp.Ramp.loads()
 	hold := seconds(rp.Ramp.HoldS)
@@ -535,7 +537,7 @@ func (rp RunPlan) rampScenario() sim.Scenario {
 	}
 	s.Clients[ci].Arrivals.Schedule = sched
 	s.Clients[ci].Arrivals.Rate = 0
-	s.Triggers = nil
+	s.Triggers, s.Actions = nil, nil
 	s.Duration = time.Duration(len(loads)) * hold
 	return s
 }

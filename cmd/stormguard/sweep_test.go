@@ -425,8 +425,16 @@ func FuzzSweepPart(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, sh := range []sweep.Shard{{Index: 1, Count: 1}, {Index: 2, Count: 3}} {
-		part, err := sweep.Execute(context.Background(), plan, sweep.Exec{Shard: sh})
+	runbook, err := sweep.NewPlan(mustParse(f, sweepYAML), sweep.Options{NoRamp: true, NoPhase: true, CapacityAt: 4 * time.Second,
+		CapacityResolution: 1, LatestFactor: 2, LatestResolution: 20 * time.Second, CompareSeeds: 2})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range []struct {
+		plan sweep.Plan
+		sh   sweep.Shard
+	}{{plan, sweep.Shard{Index: 1, Count: 1}}, {plan, sweep.Shard{Index: 2, Count: 3}}, {runbook, sweep.Shard{Index: 1, Count: 1}}, {runbook, sweep.Shard{Index: 1, Count: 2}}} {
+		part, err := sweep.Execute(context.Background(), c.plan, sweep.Exec{Shard: c.sh})
 		if err != nil {
 			f.Fatal(err)
 		}
