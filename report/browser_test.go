@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,8 +63,11 @@ func browserChromium(t *testing.T) string {
 	return ""
 }
 
-// TestReportsRenderInChromium writes the sim report of a real small run,
-// the sweep report of a real small sweep and the analyze report of the
+// TestReportsRenderInChromium writes the sim report of a real small run
+// (its first run with two replicas and a runbook action, so that the
+// chart marks both),
+// the sweep report of a real small sweep (its four charts: hysteresis,
+// phase, capacity to add, latest time) and the analyze report of the
 // same scenario (all three charts: amplification, vulnerable load, fluid
 // model), opens each page in headless Chromium with the network off, and
 // checks that every chart rendered.
@@ -77,9 +81,16 @@ func TestReportsRenderInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := sim.Output{Scenario: f.Base.Name, Description: f.Base.Description}
-	for _, r := range f.Runs {
+	for i, r := range f.Runs {
 		s := r.Scenario
 		s.Duration = 40 * time.Second
+		if i == 0 {
+			// Runbook marks and replicas on the chart: two replicas of
+			// half the workers each, and an operator who turns retries off.
+			s.Services = slices.Clone(s.Services)
+			s.Services[0].Replicas, s.Services[0].Workers = 2, max(1, s.Services[0].Workers/2)
+			s.Actions = []sim.Action{{At: 25 * time.Second, Kind: "retries-off", Target: s.Clients[0].Name}}
+		}
 		res, err := sim.Run(t.Context(), s, r.Name, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -90,10 +101,14 @@ func TestReportsRenderInChromium(t *testing.T) {
 	if err := WriteSim(simDir, out); err != nil {
 		t.Fatal(err)
 	}
+	if svg, err := os.ReadFile(filepath.Join(simDir, FileNames(out.Runs)[0]+".svg")); err != nil || !bytes.Contains(svg, []byte("retries-off app")) || !bytes.Contains(svg, []byte("replicas serving")) {
+		t.Errorf("the first run's chart does not mark its action and replicas (%v)", err)
+	}
 
 	// The sweep report: the same scenario on a small grid.
 	plan, err := sweep.NewPlan(f, sweep.Options{From: 200, To: 360, Step: 40, Hold: 3 * time.Second,
-		Loads: []float64{150, 250}, Max: 4, Resolution: 1, After: 20 * time.Second})
+		Loads: []float64{150, 250}, Max: 4, Resolution: 1, After: 20 * time.Second,
+		CapacityAt: 40 * time.Second, CapacityResolution: 1, LatestFactor: 2, LatestResolution: 30 * time.Second, CompareSeeds: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +134,7 @@ func TestReportsRenderInChromium(t *testing.T) {
 	for _, page := range []struct {
 		dir    string
 		charts int
-	}{{simDir, len(out.Runs)}, {sweepDir, 2}, {analyzeDir, 3}} {
+	}{{simDir, len(out.Runs)}, {sweepDir, 4}, {analyzeDir, 3}} {
 		t.Run(filepath.Base(page.dir), func(t *testing.T) {
 			t.Parallel()
 			charts := browserCharts(t, bin, page.dir)

@@ -31,11 +31,14 @@ var palette = map[string]color.RGBA{
 	"expired":         {139, 0, 0, 255},     // dark red, dashed
 	"limit":           {0, 0, 0, 255},       // black, dashed
 	"trigger":         {255, 236, 179, 255}, // pale amber shading
+	"action":          {190, 0, 140, 255},   // magenta: a runbook action's line and label
+	"replicas":        {23, 118, 122, 255},  // dark cyan steps: replicas serving
 }
 
 // Colour returns the report's colour for a quantity: "demand", "goodput",
 // "offered_first", "offered_retries", "throughput", "wasted", "queue",
-// "shed", "expired", "limit" or "trigger" (black for an unknown name).
+// "shed", "expired", "limit", "trigger", "action" or "replicas" (black for
+// an unknown name).
 // Other figures (the lab's) use it so a quantity looks the same everywhere.
 func Colour(quantity string) color.RGBA {
 	if c, ok := palette[quantity]; ok {
@@ -70,7 +73,9 @@ const (
 
 // chart draws a run as stacked panels that share the time axis: (a) client
 // demand and goodput, (b) per service offered load, throughput, goodput and
-// waste, (c) queue lengths; trigger windows shaded, verdict in the title.
+// waste, and the replicas serving when their number is not always one,
+// (c) queue lengths; trigger windows shaded, runbook actions as vertical
+// lines (labelled on the top panel), verdict in the title.
 func chart(r sim.Result) (png, svg []byte, err error) {
 	rows := 2 + len(r.Services)
 	h := vg.Length(rows)*panelHeight + 0.4*vg.Inch
@@ -144,6 +149,7 @@ func panels(r sim.Result) ([]*plot.Plot, []plot.Legend, error) {
 		return nil, nil, err
 	}
 	plots[0].Title.Text = title(r)
+
 	var queues []line
 	for i, v := range r.Services {
 		f := func(get func(sim.ServiceBin) float64) plotter.XYs { return serviceSeries(v, get) }
@@ -162,6 +168,11 @@ func panels(r sim.Result) ([]*plot.Plot, []plot.Legend, error) {
 		}
 		if err := add(v.Name+": attempts/s", ls, false); err != nil {
 			return nil, nil, err
+		}
+		if up := f(func(b sim.ServiceBin) float64 { return b.ReplicasUp }); showReplicas(up) {
+			rs := replicaSteps{xys: up, bin: r.BinS}
+			plots[len(plots)-1].Add(rs)
+			legends[len(legends)-1].Add("replicas serving (right scale)", rs)
 		}
 		prefix := prefixFor(v.Name, len(r.Services))
 		queues = append(queues, line{"queue", prefix + "queue", i, f(func(b sim.ServiceBin) float64 { return b.Queue })})
@@ -203,6 +214,13 @@ func panel(r sim.Result, ylabel string, lines []line, withTrigger bool) (*plot.P
 	if withTrigger && len(r.TriggerS) > 0 {
 		leg.Add("trigger", sh)
 	}
+	if len(r.Actions) > 0 {
+		am := actionMarks{marks: r.Actions, labels: withTrigger}
+		p.Add(am)
+		if withTrigger {
+			leg.Add("runbook action", am)
+		}
+	}
 	for _, l := range lines {
 		pl, err := plotter.NewLine(l.xys)
 		if err != nil {
@@ -226,12 +244,34 @@ func title(r sim.Result) string {
 	switch {
 	case s.Verdict == "metastable":
 		return fmt.Sprintf("%s: metastable, goodput never recovered after the trigger", r.Name)
+	case s.Verdict == "recovered" && s.RecoveryS != nil && fromCollapse(r):
+		return fmt.Sprintf("%s: recovered %.1f s after the collapse began", r.Name, *s.RecoveryS)
 	case s.Verdict == "recovered" && s.RecoveryS != nil:
 		return fmt.Sprintf("%s: recovered %.1f s after the trigger", r.Name, *s.RecoveryS)
 	case s.Verdict == "":
 		return r.Name
 	}
 	return r.Name + ": " + s.Verdict
+}
+
+// fromCollapse reports whether a recovered run's recovery_s surely counts
+// from the start of its collapse, not from the end of its last trigger
+// (see sim.Result): there is no trigger, the collapse began more than a
+// bin after the trigger ended, or counting from that end would put the
+// recovery after the end of the run (it came back while the trigger
+// lasted: a runbook's doing).
+func fromCollapse(r sim.Result) bool {
+	end := math.Inf(-1)
+	for _, t := range r.TriggerS {
+		end = math.Max(end, t[1])
+	}
+	switch {
+	case r.CollapseS == nil || r.RecoveryS == nil:
+		return false
+	case math.IsInf(end, -1):
+		return true
+	}
+	return *r.CollapseS > end+r.BinS || end+*r.RecoveryS > r.DurationS+1e-9
 }
 
 func prefixFor(name string, n int) string {
@@ -299,4 +339,112 @@ func (s shade) Plot(c draw.Canvas, p *plot.Plot) {
 func (shade) Thumbnail(c *draw.Canvas) {
 	r := c.Rectangle
 	c.FillPolygon(palette["trigger"], []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
+}
+
+// actionMarks draws a runbook's actions as vertical lines over a panel's
+// whole height, in the action colour (apart from the trigger's shading and
+// every series), each labelled with its label along the line when labels
+// is set (the top panel).
+type actionMarks struct {
+	marks  []sim.ActionMark
+	labels bool
+}
+
+// Plot implements plot.Plotter.
+func (a actionMarks) Plot(c draw.Canvas, p *plot.Plot) {
+	x, _ := p.Transforms(&c)
+	sty := draw.LineStyle{Color: palette["action"], Width: vg.Points(1.2), Dashes: []vg.Length{vg.Points(5), vg.Points(2)}}
+	txt := draw.TextStyle{Color: palette["action"], Font: plot.DefaultFont, Handler: plot.DefaultTextHandler,
+		Rotation: math.Pi / 2, XAlign: draw.XRight, YAlign: draw.YTop}
+	txt.Font.Size = vg.Points(9)
+	back := color.NRGBA{R: 255, G: 255, B: 255, A: 200}
+	for _, m := range a.marks {
+		if m.T < p.X.Min || m.T > p.X.Max {
+			continue
+		}
+		xt := x(finite(m.T))
+		c.StrokeLine2(sty, xt, c.Min.Y, xt, c.Max.Y)
+		if a.labels && m.Label != "" {
+			// Rotated a quarter turn: the text runs up along the line's
+			// right, its end near the top of the panel, on a pale ground.
+			w, h := txt.Width(m.Label), txt.Height(m.Label)
+			top := c.Max.Y - vg.Points(4)
+			x0 := xt + vg.Points(1.5)
+			c.FillPolygon(back, []vg.Point{{X: x0, Y: top - w}, {X: x0 + h, Y: top - w}, {X: x0 + h, Y: top}, {X: x0, Y: top}})
+			c.FillText(txt, vg.Point{X: x0, Y: top}, m.Label)
+		}
+	}
+}
+
+// Thumbnail implements plot.Thumbnailer for the legend.
+func (actionMarks) Thumbnail(c *draw.Canvas) {
+	r := c.Rectangle
+	mid := (r.Min.X + r.Max.X) / 2
+	c.StrokeLine2(draw.LineStyle{Color: palette["action"], Width: vg.Points(1.2), Dashes: []vg.Length{vg.Points(3), vg.Points(1.5)}}, mid, r.Min.Y, mid, r.Max.Y)
+}
+
+// showReplicas reports whether a service's replicas serving are worth a
+// line: more than one at some time, or a number that changes (crashes,
+// an autoscaler, a replicas action).
+func showReplicas(up plotter.XYs) bool {
+	for i, xy := range up {
+		if xy.Y > 1 || i > 0 && xy.Y != up[0].Y {
+			return true
+		}
+	}
+	return false
+}
+
+// replicaSteps draws the replicas serving at the end of each bin as steps
+// over the panel, on a scale of its own (0 at the bottom, the most
+// replicas at 80 % of the height), with that scale as ticks and labels on
+// the panel's right edge.
+type replicaSteps struct {
+	xys plotter.XYs
+	bin float64
+}
+
+func (r replicaSteps) top() float64 {
+	m := 1.0
+	for _, xy := range r.xys {
+		m = math.Max(m, xy.Y)
+	}
+	return m
+}
+
+// Plot implements plot.Plotter.
+func (r replicaSteps) Plot(c draw.Canvas, p *plot.Plot) {
+	x, _ := p.Transforms(&c)
+	top := r.top()
+	h := c.Max.Y - c.Min.Y
+	y := func(n float64) vg.Length { return c.Min.Y + vg.Length(0.8*n/top)*h }
+	sty := draw.LineStyle{Color: palette["replicas"], Width: vg.Points(1.6)}
+	var pts []vg.Point
+	for _, xy := range r.xys {
+		// The count at the end of bin [t, t + bin) holds across it.
+		x0, x1 := x(xy.X), x(xy.X+r.bin)
+		pts = append(pts, vg.Point{X: x0, Y: y(xy.Y)}, vg.Point{X: x1, Y: y(xy.Y)})
+	}
+	c.StrokeLines(sty, c.ClipLinesX(pts)...)
+	// The scale: a tick and a label at 0, at the top and halfway.
+	txt := draw.TextStyle{Color: palette["replicas"], Font: plot.DefaultFont, Handler: plot.DefaultTextHandler, XAlign: draw.XRight, YAlign: -0.5}
+	txt.Font.Size = vg.Points(9)
+	marks := []float64{top}
+	if half := math.Round(top / 2); half > 0 && half < top {
+		marks = append(marks, half)
+	}
+	for _, n := range marks {
+		yy := y(n)
+		c.StrokeLine2(sty, c.Max.X-vg.Points(4), yy, c.Max.X, yy)
+		c.FillText(txt, vg.Point{X: c.Max.X - vg.Points(6), Y: yy}, strconv.FormatFloat(n, 'f', -1, 64))
+	}
+}
+
+// Thumbnail implements plot.Thumbnailer for the legend.
+func (replicaSteps) Thumbnail(c *draw.Canvas) {
+	r := c.Rectangle
+	midY := (r.Min.Y + r.Max.Y) / 2
+	midX := (r.Min.X + r.Max.X) / 2
+	sty := draw.LineStyle{Color: palette["replicas"], Width: vg.Points(1.6)}
+	c.StrokeLines(sty, []vg.Point{{X: r.Min.X, Y: r.Min.Y}, {X: midX, Y: r.Min.Y}, {X: midX, Y: midY}, {X: r.Max.X, Y: midY}})
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"strconv"
+
+	"github.com/stormguard/stormguard/sim"
 )
 
 //go:embed index.html.tmpl
@@ -18,6 +21,7 @@ type htmlRow struct {
 	Summary
 	Anchor, File, Class string
 	Changes             []string
+	Actions             []string     // "60 s: pause membership requests"
 	Chart               template.URL // the PNG as a data: URL
 }
 
@@ -38,6 +42,8 @@ var chartKey = []struct{ key, label string }{
 	{"shed", "shed or expired"},
 	{"queue", "queue length"},
 	{"trigger", "trigger window"},
+	{"action", "runbook action"},
+	{"replicas", "replicas serving"},
 }
 
 // writeHTML writes the page: a self-contained file (CSS inline, charts as
@@ -54,6 +60,7 @@ func writeHTML(w io.Writer, s Sim, files []string, charts [][]byte) error {
 			File:    files[i],
 			Class:   badgeClass(r.Verdict),
 			Changes: s.Changes[r.Name],
+			Actions: actionTexts(r.Actions),
 			Chart:   template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(charts[i])),
 		}
 	}
@@ -77,4 +84,14 @@ func badgeClass(verdict string) string {
 		return verdict
 	}
 	return "other"
+}
+
+// actionTexts writes a run's runbook steps as "60 s: pause membership
+// requests".
+func actionTexts(marks []sim.ActionMark) []string {
+	out := make([]string, len(marks))
+	for i, m := range marks {
+		out[i] = fmt.Sprintf("%s s: %s", strconv.FormatFloat(m.T, 'f', -1, 64), m.Label)
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"image/png"
 	"io"
 	"os"
@@ -226,3 +227,70 @@ func readJSON(t *testing.T, path string, v any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+// TestChartMarksActionsAndReplicas: a run's runbook actions are vertical
+// lines labelled on the top panel, in a colour of their own, listed on
+// the page; the replicas serving are drawn on a service's panel when they
+// are not always one, and only then.
+func TestChartMarksActionsAndReplicas(t *testing.T) {
+	r := synthetic("runbook", "recovered", 7)
+	r.Actions = []sim.ActionMark{{T: 4, Kind: "pause", Label: "pause membership requests"}, {T: 6, Kind: "replicas", Label: "add capacity"}}
+	for i := range r.Services[0].Bins {
+		r.Services[0].Bins[i].ReplicasUp = 2
+		if i >= 6 {
+			r.Services[0].Bins[i].ReplicasUp = 6
+		}
+	}
+	_, svg, err := chart(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	action := palette["action"]
+	for _, want := range []string{"pause membership requests", "add capacity", "runbook action", "replicas serving (right scale)",
+		fmt.Sprintf("stroke:#%02X%02X%02X", action.R, action.G, action.B)} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("the chart lacks %q", want)
+		}
+	}
+	if action == palette["trigger"] || action == palette["replicas"] {
+		t.Error("the actions' colour is the trigger's or the replicas'")
+	}
+	// One replica throughout, no actions: neither is drawn.
+	_, plain, err := chart(synthetic("plain", "recovered", 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"runbook action", "replicas serving"} {
+		if bytes.Contains(plain, []byte(absent)) {
+			t.Errorf("a run without actions or replicas shows %q", absent)
+		}
+	}
+	dir := t.TempDir()
+	if err := WriteSim(dir, sim.Output{Scenario: "toy", Runs: []sim.Result{r}}); err != nil {
+		t.Fatal(err)
+	}
+	if page := readFile(t, filepath.Join(dir, "index.html")); !bytes.Contains(page, []byte("<code>4 s: pause membership requests</code>")) {
+		t.Error("index.html does not list the runbook's steps")
+	}
+}
+
+func TestChartTitle(t *testing.T) {
+	after := synthetic("a", "recovered", 7) // trigger [3, 5), collapse 3, recovery 2 s after its end
+	after.CollapseS = ptrF(3)
+	during := after
+	during.Name = "b"
+	during.TriggerS = [][2]float64{{3, 10}} // to the end: back while it lasted
+	for _, c := range []struct {
+		r    sim.Result
+		want string
+	}{
+		{after, "a: recovered 2.0 s after the trigger"},
+		{during, "b: recovered 2.0 s after the collapse began"},
+	} {
+		if got := title(c.r); got != c.want {
+			t.Errorf("title %q, want %q", got, c.want)
+		}
+	}
+}
+
+func ptrF(v float64) *float64 { return &v }

@@ -28,9 +28,16 @@ import (
 //	                 load, size, verdict, recovery_s
 //	hysteresis.png   goodput against load, up and down (and .svg)
 //	phase.png        the phase diagram (and .svg)
+//	runbook.csv      one row per simulated run of the runbook questions:
+//	                 question (add_capacity, latest, compare), run, value
+//	                 (the factor, the time in seconds, the seed), verdict,
+//	                 recovery_s, to_recover_s, relapsed
+//	capacity.png     recovery against the capacity factor added (and .svg)
+//	latest.png       recovery against the time it is added (and .svg)
 //	index.html       one page with everything, images inlined
 //
-// A chart whose part was skipped (no ramp, no phase search) is left out.
+// A chart or file whose part was skipped (no ramp, no phase search, no
+// runbook question) is left out.
 func WriteSweep(dir string, r sweep.Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -53,13 +60,27 @@ func WriteSweep(dir string, r sweep.Result) error {
 	if err != nil {
 		return fmt.Errorf("report: phase diagram: %w", err)
 	}
-	for name, data := range map[string][]byte{"hysteresis.png": hpng, "hysteresis.svg": hsvg, "phase.png": ppng, "phase.svg": psvg} {
+	cpng, csvg, err := sweepRunbookChart(r, false)
+	if err != nil {
+		return fmt.Errorf("report: capacity chart: %w", err)
+	}
+	lpng, lsvg, err := sweepRunbookChart(r, true)
+	if err != nil {
+		return fmt.Errorf("report: latest-time chart: %w", err)
+	}
+	for name, data := range map[string][]byte{"hysteresis.png": hpng, "hysteresis.svg": hsvg, "phase.png": ppng, "phase.svg": psvg,
+		"capacity.png": cpng, "capacity.svg": csvg, "latest.png": lpng, "latest.svg": lsvg} {
 		if data != nil {
 			files[name] = data
 		}
 	}
+	if rb, err := sweepRunbookCSV(r); err != nil {
+		return err
+	} else if rb != nil {
+		files["runbook.csv"] = rb
+	}
 	var page bytes.Buffer
-	if err := writeSweepHTML(&page, r, hpng, ppng); err != nil {
+	if err := writeSweepHTML(&page, r, hpng, ppng, cpng, lpng); err != nil {
 		return err
 	}
 	files["index.html"] = page.Bytes()
@@ -106,6 +127,48 @@ func writeSweepCSVs(ramp, phase, probes io.Writer, r sweep.Result) error {
 	return nil
 }
 
+// sweepRunbookCSV writes runbook.csv, or nil when no runbook question
+// was asked.
+func sweepRunbookCSV(r sweep.Result) ([]byte, error) {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	w.Write([]string{"question", "run", "value", "verdict", "recovery_s", "to_recover_s", "relapsed"})
+	opt := func(v *float64) string {
+		if v == nil {
+			return ""
+		}
+		return num(*v)
+	}
+	rows := 0
+	for _, run := range r.Runs {
+		if c := run.AddCapacity; c != nil {
+			for _, p := range c.Probes {
+				w.Write([]string{"add_capacity", run.Name, num(p.Size), p.Verdict, opt(p.RecoveryS), "", ""})
+				rows++
+			}
+		}
+		if l := run.Latest; l != nil {
+			for _, p := range l.Probes {
+				w.Write([]string{"latest", run.Name, num(p.Size), p.Verdict, opt(p.RecoveryS), "", ""})
+				rows++
+			}
+		}
+	}
+	if r.Compare != nil {
+		for _, row := range r.Compare.Rows {
+			for _, o := range row.Outcomes {
+				w.Write([]string{"compare", row.Run, fmt.Sprint(o.Seed), o.Verdict, opt(o.RecoveryS), opt(o.ToRecoverS), fmt.Sprint(o.Relapsed)})
+				rows++
+			}
+		}
+	}
+	w.Flush()
+	if rows == 0 {
+		return nil, w.Error()
+	}
+	return b.Bytes(), w.Error()
+}
+
 //go:embed sweep.html.tmpl
 var sweepText string
 
@@ -129,7 +192,7 @@ type sweepPhaseCell struct {
 	Tips, Disturbs, Class string
 }
 
-func writeSweepHTML(w io.Writer, r sweep.Result, hpng, ppng []byte) error {
+func writeSweepHTML(w io.Writer, r sweep.Result, hpng, ppng, cpng, lpng []byte) error {
 	dataURL := func(png []byte) template.URL {
 		if png == nil {
 			return ""
@@ -138,7 +201,9 @@ func writeSweepHTML(w io.Writer, r sweep.Result, hpng, ppng []byte) error {
 	}
 	var rows []sweepRow
 	var phased []sweep.RunResult
+	swept := false
 	for _, run := range r.Runs {
+		swept = swept || run.Ramp != nil || run.Phase != nil
 		s := SummarizeSweep(run)
 		row := sweepRow{SweepSummary: s, Class: "stable", Badge: "never metastable", Changes: run.Changes}
 		if s.vulnerable() {
@@ -174,6 +239,16 @@ func writeSweepHTML(w io.Writer, r sweep.Result, hpng, ppng []byte) error {
 		"PhaseLabel":  sweepPhaseLabel(phased),
 		"Key":         key,
 		"Key16":       r.Key,
+		"Swept":       swept,
+
+		"CapacityQuestion": CapacityQuestion(r),
+		"CapacityRows":     CapacityRows(r),
+		"Capacity":         dataURL(cpng),
+		"LatestQuestion":   LatestQuestion(r),
+		"LatestRows":       LatestRows(r),
+		"Latest":           dataURL(lpng),
+		"CompareQuestion":  CompareQuestion(r),
+		"CompareRows":      CompareRows(r),
 	})
 }
 
@@ -193,11 +268,15 @@ func sweepWhatRan(r sweep.Result) []string {
 	for i, run := range r.Runs {
 		names[i] = run.Name
 	}
-	s := fmt.Sprintf("Runs: %s. The load is the arrival rate of client %s, which calls %s", strings.Join(names, ", "), first.Client, first.Target)
-	if first.Capacity > 0 {
-		s += fmt.Sprintf(" (capacity about %s: workers ÷ service time)", sweepRate(first.Capacity))
+	s := fmt.Sprintf("Runs: %s.", strings.Join(names, ", "))
+	if first.Ramp != nil || first.Phase != nil {
+		s = fmt.Sprintf("Runs: %s. The load is the arrival rate of client %s, which calls %s", strings.Join(names, ", "), first.Client, first.Target)
+		if first.Capacity > 0 {
+			s += fmt.Sprintf(" (capacity about %s: workers ÷ service time)", sweepRate(first.Capacity))
+		}
+		s += "."
 	}
-	out = append(out, s+".")
+	out = append(out, s)
 	if rp := first.Ramp; rp != nil {
 		out = append(out, fmt.Sprintf("Ramp: one run per scenario run, the load stepping %s → %s → %s in steps of %s, each held %s s and measured over its second half, with no trigger. Collapse: the first step up whose goodput fell below %.0f%% of demand; recovery: the first step down back at %.0f%% or more.",
 			sweepNum(rp.From), sweepNum(rp.To), sweepNum(rp.From), sweepRate(rp.Step), sweepNum(rp.HoldS), 100*sweep.CollapseBelow, 100*sweep.RecoveredAbove))

@@ -296,6 +296,9 @@ func sweepFileTriggerSize(ph *sweep.Phase) (float64, bool) {
 		return ph.Trigger.Factor, ph.Trigger.Factor > 0
 	case sweep.VaryAdd:
 		return ph.Trigger.Add.Seconds(), ph.Trigger.Add > 0
+	case sweep.VaryKeys:
+		// 0 flushes every key: the cache's size is not in the plan.
+		return float64(ph.Trigger.Keys), ph.Trigger.Keys > 0
 	}
 	return ph.Trigger.Duration.Seconds(), ph.Trigger.Duration > 0
 }

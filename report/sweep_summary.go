@@ -123,10 +123,29 @@ func sweepSizeOrNone(ph *sweep.Phase, v *float64) string {
 //   - a run with a hysteresis loop: how far load must fall to come back
 //     (its recovery threshold), and how big a trigger tips it;
 //   - no run tipped: try larger triggers or higher loads.
+//
+// The answers to the runbook questions follow: the runbook that comes
+// back first, the capacity to add and how late it may come.
 func SweepAdvice(r sweep.Result) string {
 	if len(r.Runs) == 0 {
 		return "There are no runs to compare."
 	}
+	rb := runbookAdvice(r)
+	swept := false
+	for _, run := range r.Runs {
+		swept = swept || run.Ramp != nil || run.Phase != nil
+	}
+	if !swept {
+		if len(rb) == 0 {
+			return "Nothing was swept."
+		}
+		return strings.Join(rb, " ")
+	}
+	return strings.Join(append([]string{sweepAdvice(r)}, rb...), " ")
+}
+
+// sweepAdvice is the advice of the ramp and the phase search.
+func sweepAdvice(r sweep.Result) string {
 	sums := make([]SweepSummary, len(r.Runs))
 	var tipped, safe []int
 	for i, run := range r.Runs {
@@ -220,6 +239,7 @@ func sweepTriggerNoun(ph *sweep.Phase, many bool) string {
 var sweepTriggerNouns = map[string]string{
 	"outage": "outage", "latency": "latency spike", "capacity": "capacity drop",
 	"load": "load spike", "pause": "pause", "errors": "brownout",
+	"hang": "hang", "cache-flush": "cache flush",
 }
 
 func sweepMaxSize(ph *sweep.Phase) string {

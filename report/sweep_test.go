@@ -265,3 +265,79 @@ func TestWriteSweepParts(t *testing.T) {
 	}
 	checkSweepPage(t, readFile(t, filepath.Join(dir, "index.html")), 1)
 }
+
+// syntheticRunbook is a sweep that answered only the runbook questions:
+// "waiting" comes back from 2× capacity at 40 s (1.75× stays stuck) and if
+// doubled by 50 s; "autoscaled" needs only 1.5×; the comparison ranks
+// "right" (back in 130 s) before "early" (as soon, but it relapsed) before
+// "nothing".
+func syntheticRunbook() sweep.Result {
+	capacity := func(factor float64) *sweep.CapacitySearch {
+		c := &sweep.CapacitySearch{CapacityPlan: sweep.CapacityPlan{AtS: 40, Min: 1, Max: 4, Resolution: 0.25}, Factor: sweepFP(factor), Simulations: 4, VirtualS: 1200}
+		c.Probes = []sweep.Probe{{Size: 1, Verdict: "metastable"}, {Size: factor - 0.25, Verdict: "metastable"},
+			{Size: factor, Verdict: "recovered", RecoveryS: sweepFP(167)}, {Size: 4, Verdict: "recovered", RecoveryS: sweepFP(19)}}
+		return c
+	}
+	latest := &sweep.LatestSearch{LatestPlan: sweep.LatestPlan{Factor: 2, FromS: 30, ToS: 300, ResolutionS: 10}, LatestS: sweepFP(50), Simulations: 4, VirtualS: 1200,
+		Probes: []sweep.Probe{{Size: 30, Verdict: "recovered", RecoveryS: sweepFP(103)}, {Size: 50, Verdict: "recovered", RecoveryS: sweepFP(243)},
+			{Size: 60, Verdict: "metastable"}, {Size: 300, Verdict: "metastable"}}}
+	seed := func(verdict string, ttr *float64, relapsed bool) sweep.SeedRun {
+		return sweep.SeedRun{Seed: 1, Verdict: verdict, ToRecoverS: ttr, RecoveryS: ttr, Relapsed: relapsed, VirtualS: 300}
+	}
+	cmp := &sweep.Comparison{Seeds: 1, Rows: []sweep.CompareRow{
+		{Run: "right", Recovered: 1, MedianS: sweepFP(130), WorstS: sweepFP(130), MedianRecoveryS: sweepFP(127), WorstRecoveryS: sweepFP(127), Outcomes: []sweep.SeedRun{seed("recovered", sweepFP(130), false)}},
+		{Run: "early", Recovered: 1, Relapses: 1, MedianS: sweepFP(130), WorstS: sweepFP(130), MedianRecoveryS: sweepFP(57), WorstRecoveryS: sweepFP(57), Outcomes: []sweep.SeedRun{seed("recovered", sweepFP(130), true)}},
+		{Run: "nothing", Metastable: 1, Outcomes: []sweep.SeedRun{seed("metastable", nil, false)}},
+	}}
+	return sweep.Result{Scenario: "toy", Key: "0123456789abcdef", Simulations: 19, VirtualS: 5700, Compare: cmp,
+		Runs: []sweep.RunResult{
+			{Name: "waiting", Client: "app", Target: "db", Seed: 1, AddCapacity: capacity(2), Latest: latest},
+			{Name: "autoscaled", Client: "app", Target: "db", Seed: 1, AddCapacity: capacity(1.5)},
+		}}
+}
+
+// TestWriteSweepRunbook: the runbook answers as tables, two charts and
+// runbook.csv, without the ramp's and phase search's parts.
+func TestWriteSweepRunbook(t *testing.T) {
+	dir := t.TempDir()
+	res := syntheticRunbook()
+	if err := WriteSweep(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	for name, words := range map[string][]string{
+		"capacity": {"waiting: capacity set at 40 s", "db: capacity factor added (×)", "recovers from 2×", "recovers from 1.5×", "never recovers (metastable)"},
+		"latest":   {"waiting: when 2× capacity comes", "db: time the capacity is set (s)", "latest 50 s"},
+	} {
+		checkPNG(t, filepath.Join(dir, name+".png"))
+		svg := readFile(t, filepath.Join(dir, name+".svg"))
+		for _, w := range words {
+			if !bytes.Contains(svg, []byte(w)) {
+				t.Errorf("%s.svg lacks %q", name, w)
+			}
+		}
+	}
+	for _, name := range []string{"hysteresis.png", "phase.png"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s written without its part (%v)", name, err)
+		}
+	}
+	rows, err := csv.NewReader(bytes.NewReader(readFile(t, filepath.Join(dir, "runbook.csv")))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rows[0], []string{"question", "run", "value", "verdict", "recovery_s", "to_recover_s", "relapsed"}) || len(rows) != 1+8+4+3 {
+		t.Errorf("runbook.csv: %q", rows)
+	}
+	page := readFile(t, filepath.Join(dir, "index.html"))
+	checkSweepPage(t, page, 2)
+	for _, want := range []string{"Runbooks compared", "Capacity to add", "Latest time to add it", "1 of 1", "130 s", "never",
+		"add at least 2× capacity at 40 s (1.75× stays stuck)", "2× capacity must come by 50 s (at 60 s it stays stuck)",
+		"right comes back first", "early is back as soon but relapsed in 1 of 1 seeds"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("index.html lacks %q", want)
+		}
+	}
+	if strings.Contains(string(page), "<h2>Thresholds</h2>") {
+		t.Error("index.html shows the thresholds of a sweep that had none")
+	}
+}

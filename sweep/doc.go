@@ -17,6 +17,10 @@
 //     leaves the system metastable, and the smallest one that disturbs it
 //     at all. Together they split the plane load × trigger into stable,
 //     recovered and metastable regions: the phase diagram.
+//   - The runbook questions, when asked (see runbook.go): the smallest
+//     capacity factor that, added at a given time, brings each run back;
+//     the latest time a given factor still does; and every run of the file
+//     over several seeds, ranked by time to recover.
 //
 // NewPlan resolves a scenario file and Options (zero fields take defaults
 // derived from the scenario's capacity) into a Plan; Run carries it out on

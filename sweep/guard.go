@@ -19,10 +19,19 @@ func probesAtMost(n int) int {
 	return 2*l + 3
 }
 
+// bisectAtMost bounds the simulations of one Bisect over a grid of n
+// steps: the top, the bottom, then ⌈log₂ n⌉ halvings.
+func bisectAtMost(n int) int {
+	return 2 + int(math.Ceil(math.Log2(float64(max(n, 1)))))
+}
+
 // Estimate returns what carrying out the jobs of e.Shard of p would cost
 // (see sim.Cost): the events of every simulation, and the memory of the
 // e.Workers simulations that run at once. A phase search counts its
-// largest trigger for every run, and the most runs a bisection takes.
+// largest trigger for every run, and the most runs a bisection takes; a
+// runbook search the most runs its bisection takes, each with the largest
+// capacity factor (or the earliest time); the comparison one run per run
+// and seed.
 // The drivers name the run, the part of the sweep and the option that
 // sets it, then what drives the simulation's own estimate.
 func Estimate(p Plan, e Exec) sim.Cost {
@@ -43,16 +52,30 @@ func Estimate(p Plan, e Exec) sim.Cost {
 		var one sim.Cost
 		var sims int
 		var what string
-		if jb.load < 0 {
+		switch jb.kind {
+		case jobRamp:
 			r := rp.Ramp
 			one, sims = sim.Estimate(rp.rampScenario()), 1
 			what = fmt.Sprintf("run %s's ramp, %d steps of %s up to %s/s (--ramp, --hold)",
 				rp.Name, len(r.loads()), dur2s(seconds(r.HoldS)), brief(r.To))
-		} else {
+		case jobColumn:
 			ph := rp.Phase
-			load := ph.Loads[jb.load]
+			load := ph.Loads[jb.index]
 			one, sims = sim.Estimate(rp.probeScenario(load, ph.Max)), probesAtMost(ph.Sizes())
 			what = fmt.Sprintf("run %s's phase search at %s/s (--loads), up to %d simulations", rp.Name, brief(load), sims)
+		case jobCapacity:
+			c := rp.AddCapacity
+			one, sims = sim.Estimate(rp.capacityScenario(seconds(c.AtS), c.Max)), bisectAtMost(c.Sizes())
+			what = fmt.Sprintf("run %s's capacity search at %s (--capacity-at), up to %d simulations", rp.Name, dur2s(seconds(c.AtS)), sims)
+		case jobLatest:
+			l := rp.Latest
+			one, sims = sim.Estimate(rp.capacityScenario(seconds(l.FromS), l.Factor)), bisectAtMost(l.Sizes())
+			what = fmt.Sprintf("run %s's latest-time search for %s× (--capacity-latest), up to %d simulations", rp.Name, trimFloat(l.Factor), sims)
+		case jobCompare:
+			s := rp.scenario
+			s.Seed = rp.Seed + uint64(jb.index)
+			one, sims = sim.Estimate(s), 1
+			what = fmt.Sprintf("run %s with seed %d (--compare-seeds)", rp.Name, s.Seed)
 		}
 		ev := one.Events * float64(sims)
 		c.Events += ev

@@ -83,6 +83,24 @@ func (pt Partial) Validate() error {
 			return fmt.Errorf("columns[%d]: run %d, load %d is not a phase search of the plan", i, c.Run, c.Load)
 		}
 	}
+	if c := p.Compare; c != nil && (c.Seeds < 1 || c.Seeds > MaxCompareSeeds) {
+		return fmt.Errorf("plan: compare: %d seeds, want 1 to %d", c.Seeds, MaxCompareSeeds)
+	}
+	for i, c := range pt.Capacities {
+		if c.Run < 0 || c.Run >= len(p.Runs) || p.Runs[c.Run].AddCapacity == nil {
+			return fmt.Errorf("add_capacity[%d]: run %d has no capacity search in the plan", i, c.Run)
+		}
+	}
+	for i, l := range pt.Latests {
+		if l.Run < 0 || l.Run >= len(p.Runs) || p.Runs[l.Run].Latest == nil {
+			return fmt.Errorf("latest[%d]: run %d has no latest-time search in the plan", i, l.Run)
+		}
+	}
+	for i, c := range pt.Compares {
+		if p.Compare == nil || c.Run < 0 || c.Run >= len(p.Runs) || c.Seed < 0 || c.Seed >= p.Compare.Seeds {
+			return fmt.Errorf("compare[%d]: run %d, seed %d is not a run of the plan's comparison", i, c.Run, c.Seed)
+		}
+	}
 	return nil
 }
 
@@ -107,6 +125,9 @@ func (rp RunPlan) validate() error {
 			return fmt.Errorf("ramp: hold %v s", r.HoldS)
 		}
 	}
+	if err := rp.validateRunbook(); err != nil {
+		return err
+	}
 	if ph := rp.Phase; ph != nil {
 		if len(ph.Loads) == 0 || len(ph.Loads) > MaxSteps || !slices.IsSorted(ph.Loads) {
 			return fmt.Errorf("phase: %d loads, want 1 to %d, ascending", len(ph.Loads), MaxSteps)
@@ -117,7 +138,7 @@ func (rp RunPlan) validate() error {
 			}
 		}
 		switch {
-		case ph.Vary != VaryDuration && ph.Vary != VaryFactor && ph.Vary != VaryAdd:
+		case ph.Vary != VaryDuration && ph.Vary != VaryFactor && ph.Vary != VaryAdd && ph.Vary != VaryKeys:
 			return fmt.Errorf("phase: vary %q", ph.Vary)
 		case !finite(ph.Min, ph.Max, ph.Resolution, ph.AfterS) || !(ph.Max > ph.Min) || !(ph.Resolution > 0):
 			return fmt.Errorf("phase: sizes %v to %v by %v", ph.Min, ph.Max, ph.Resolution)

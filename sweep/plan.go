@@ -20,6 +20,7 @@ const (
 	VaryDuration = "duration" // how long the trigger lasts, seconds (any kind)
 	VaryFactor   = "factor"   // a load spike's multiplier, or a brownout's error probability
 	VaryAdd      = "add"      // the latency a latency trigger adds, seconds
+	VaryKeys     = "keys"     // the most popular keys a cache-flush removes
 )
 
 // Options are the knobs of a sweep. A zero field takes the default derived
@@ -34,7 +35,7 @@ type Options struct {
 	// (To − From) / 30, rounded down to 1, 2 or 5 × 10ⁿ]. The ramp climbs
 	// From → To and comes back down to From.
 	From, To, Step float64
-	// Hold is how long each step of the ramp lasts [10 × the client's
+	// Hold is how long each step of the ramp lasts [20 × the client's
 	// timeout, at least 20 bins]; the second half of it is measured.
 	Hold time.Duration
 	// Loads of the phase diagram, requests/s [0.25 × capacity up to the
@@ -42,14 +43,17 @@ type Options struct {
 	// 5 × 10ⁿ]. They are sorted and duplicates dropped.
 	Loads []float64
 	// Vary: what the phase search grows in the trigger: VaryDuration,
-	// VaryFactor (load and errors triggers) or VaryAdd (latency
-	// triggers) [duration].
+	// VaryFactor (load, errors and hang triggers), VaryAdd (latency
+	// triggers) or VaryKeys (a cache-flush of a keyed cache) [keys for a
+	// cache-flush of a keyed cache, which is instantaneous; else
+	// duration].
 	Vary string
 	// Max is the largest trigger size tried, in seconds for duration and
-	// add, as the factor for factor [4 × the trigger's own, or 40 s, 4×,
-	// 1 (errors)]; Resolution is the step of the search [about (Max −
-	// min) / 256, rounded down to 1, 2 or 5 × 10ⁿ]. The smallest size tried is 0 (no trigger),
-	// and 1 for a load factor.
+	// add, as the factor for factor, a number of keys for keys [4 × the
+	// trigger's own, or 40 s, 4×, 1 (an error or hang probability), the
+	// cache's keys]; Resolution is the step of the search [about (Max −
+	// min) / 256, rounded down to 1, 2 or 5 × 10ⁿ; at least 1 key]. The
+	// smallest size tried is 0 (no trigger), and 1 for a load factor.
 	Max, Resolution float64
 	// After is how long each phase run goes on after the trigger ends,
 	// for the system to recover [max(120 s, 60 × the client's timeout,
@@ -59,6 +63,25 @@ type Options struct {
 	Seed uint64
 	// NoRamp and NoPhase skip a part of the sweep.
 	NoRamp, NoPhase bool
+
+	// The runbook questions (see runbook.go), each asked when its first
+	// field is not zero.
+	//
+	// CapacityAt: for each run, bisect the smallest capacity factor that,
+	// set at this time on the client's target, lets the run recover, from
+	// 1 to CapacityMax [DefaultCapacityMax] by CapacityResolution [about
+	// (CapacityMax − 1) / 50, rounded down to 1, 2 or 5 × 10ⁿ].
+	CapacityAt                      time.Duration
+	CapacityMax, CapacityResolution float64
+	// LatestFactor: for each run, bisect the latest time, from the end of
+	// its first trigger to the end of the run, by LatestResolution [about
+	// that span / 50, rounded down to 1, 2 or 5 × 10ⁿ seconds, at least a
+	// bin], at which setting this capacity factor still lets it recover.
+	LatestFactor     float64
+	LatestResolution time.Duration
+	// CompareSeeds: run every run with this many seeds (its own and the
+	// ones that follow) and rank the runs by time to recover.
+	CompareSeeds int
 }
 
 // Limits on the options: past them a sweep is no longer a search but a
@@ -101,6 +124,8 @@ type Plan struct {
 	Key string `json:"key"`
 	// Runs are the file's runs, in file order.
 	Runs []RunPlan `json:"runs"`
+	// Compare is nil unless the runs are compared (Options.CompareSeeds).
+	Compare *ComparePlan `json:"compare,omitempty"`
 }
 
 // RunPlan is the sweep of one run of the file.
@@ -121,6 +146,10 @@ type RunPlan struct {
 	// Ramp is nil when the ramp is skipped; Phase when the phase search is.
 	Ramp  *RampPlan  `json:"ramp,omitempty"`
 	Phase *PhasePlan `json:"phase,omitempty"`
+	// AddCapacity and Latest are the runbook questions asked of the run
+	// (nil when not asked; see Options).
+	AddCapacity *CapacityPlan `json:"add_capacity,omitempty"`
+	Latest      *LatestPlan   `json:"latest,omitempty"`
 
 	scenario sim.Scenario
 }
@@ -142,9 +171,11 @@ type PhasePlan struct {
 	// Trigger is the scenario's trigger the search grows (its size field
 	// is replaced at each try).
 	Trigger sim.Trigger `json:"trigger"`
-	// Vary is the field grown (VaryDuration, VaryFactor, VaryAdd).
+	// Vary is the field grown (VaryDuration, VaryFactor, VaryAdd,
+	// VaryKeys).
 	Vary string `json:"vary"`
-	// Unit of the sizes: "s", "×" (a load factor) or "" (a probability).
+	// Unit of the sizes: "s", "×" (a load factor), "" (a probability) or
+	// " keys".
 	Unit string `json:"unit"`
 	// Min, Max: the smallest and largest sizes tried; Resolution: the
 	// step of the grid of sizes the bisection works on.
@@ -183,10 +214,15 @@ func (p PhasePlan) Label() string {
 	}
 	switch p.Vary {
 	case VaryFactor:
-		if p.Trigger.Kind == "errors" {
+		switch p.Trigger.Kind {
+		case "errors":
 			return t + ": error probability"
+		case "hang":
+			return t + ": hang probability"
 		}
 		return t + ": factor (×)"
+	case VaryKeys:
+		return t + ": most popular keys flushed"
 	case VaryAdd:
 		return t + ": added latency (s)"
 	}
@@ -203,7 +239,7 @@ func NewPlan(f sim.File, o Options) (Plan, error) {
 	if len(f.Runs) == 0 {
 		return p, errors.New("the file has no runs")
 	}
-	if o.NoRamp && o.NoPhase {
+	if o.NoRamp && o.NoPhase && !o.runbookAsked() {
 		return p, errors.New("nothing to do: both the ramp and the phase search are off")
 	}
 	// Every run is swept over the same loads, so that they compare: the
@@ -238,6 +274,15 @@ func NewPlan(f sim.File, o Options) (Plan, error) {
 		}
 		return p, errors.Join(errs...)
 	}
+	seeds := make([]uint64, len(p.Runs))
+	for i, rp := range p.Runs {
+		seeds[i] = rp.Seed
+	}
+	cp, err := planCompare(o, seeds)
+	if err != nil {
+		return p, err
+	}
+	p.Compare = cp
 	p.Key = p.digest()
 	return p, nil
 }
@@ -281,6 +326,12 @@ func planRun(r sim.RunSpec, o Options, grid float64) (RunPlan, error) {
 		}
 		rp.Phase = &ph
 	}
+	if rp.AddCapacity, err = planCapacity(o, s); err != nil {
+		return rp, err
+	}
+	if rp.Latest, err = planLatest(o, s); err != nil {
+		return rp, err
+	}
 	return rp, nil
 }
 
@@ -307,6 +358,39 @@ func findClient(s sim.Scenario, name string) (int, error) {
 		return 0, fmt.Errorf("client %s has %s arrivals: a sweep sets an open-loop rate (poisson or constant)", s.Clients[i].Name, k)
 	}
 	return i, nil
+}
+
+// PhaseVaries returns, for each run of f, what its phase search grows
+// with the options o: o.Vary, or its default for the run's trigger
+// (VaryKeys for a cache-flush of a keyed cache, else VaryDuration). The
+// command line reads --max and --resolution by it: a duration, or a
+// number.
+func PhaseVaries(f sim.File, o Options) []string {
+	out := make([]string, len(f.Runs))
+	for i, r := range f.Runs {
+		out[i] = o.Vary
+		if o.Vary != "" {
+			continue
+		}
+		out[i] = VaryDuration
+		if s := r.Scenario; len(s.Triggers) > 0 && flushKeys(s, s.Triggers[0]) > 0 {
+			out[i] = VaryKeys
+		}
+	}
+	return out
+}
+
+// flushKeys returns the keys of the cache a cache-flush trigger t
+// flushes, or 0 when t is no flush of a keyed cache.
+func flushKeys(s sim.Scenario, t sim.Trigger) int {
+	if t.Kind != "cache-flush" {
+		return 0
+	}
+	i := slices.IndexFunc(s.Services, func(v sim.Service) bool { return v.Name == t.Target })
+	if i < 0 || s.Services[i].Cache == nil {
+		return 0
+	}
+	return s.Services[i].Cache.Keys
 }
 
 func planRamp(o Options, capacity float64, timeout, bin time.Duration) (RampPlan, error) {
@@ -385,11 +469,20 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 		}
 	}
 	ph := PhasePlan{Loads: loads, Trigger: trig, Vary: o.Vary, Max: o.Max, Resolution: o.Resolution}
+	// A cache-flush of a keyed cache happens at an instant: what it
+	// removes is its size.
+	keys := flushKeys(s, trig)
 	if ph.Vary == "" {
 		ph.Vary = VaryDuration
+		if keys > 0 {
+			ph.Vary = VaryKeys
+		}
 	}
 	switch ph.Vary {
 	case VaryDuration:
+		if keys > 0 {
+			return ph, fmt.Errorf("vary duration: a cache-flush of a keyed cache (%s has %d keys) is instantaneous, its duration changes nothing; vary keys instead (the number of most popular keys flushed)", trig.Target, keys)
+		}
 		ph.Unit = "s"
 		if ph.Max == 0 {
 			ph.Max = 40
@@ -408,6 +501,26 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 				ph.Max = 4 * a
 			}
 		}
+	case VaryKeys:
+		switch {
+		case trig.Kind != "cache-flush":
+			return ph, fmt.Errorf("vary keys grows a cache-flush trigger's keys; the trigger is %s (vary duration instead)", trig.Kind)
+		case keys == 0:
+			return ph, fmt.Errorf("vary keys: the cache of %s has no keys (a fixed hit rate; a flush makes every lookup miss while it lasts): vary duration instead", trig.Target)
+		}
+		ph.Unit = " keys"
+		if ph.Max == 0 {
+			ph.Max = float64(keys)
+		}
+		if ph.Max != math.Trunc(ph.Max) || ph.Max > float64(keys) {
+			return ph, optionErr("max", trimFloat(ph.Max), "a flush removes a whole number of keys, at most the cache's %d", keys)
+		}
+		if ph.Resolution == 0 {
+			ph.Resolution = math.Max(1, math.Floor(niceFloor(ph.Max/256)))
+		}
+		if ph.Resolution != math.Trunc(ph.Resolution) {
+			return ph, optionErr("resolution", trimFloat(ph.Resolution), "a flush removes a whole number of keys: want a whole number ≥ 1")
+		}
 	case VaryFactor:
 		switch trig.Kind {
 		case "load":
@@ -415,19 +528,19 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 			if ph.Max == 0 {
 				ph.Max = math.Max(4, 2*trig.Factor)
 			}
-		case "errors":
+		case "errors", "hang":
 			ph.Unit = ""
 			if ph.Max == 0 {
 				ph.Max = 1
 			}
 			if ph.Max > 1 {
-				return ph, optionErr("max", trimFloat(ph.Max), "an error probability is at most 1")
+				return ph, optionErr("max", trimFloat(ph.Max), "%s probability is at most 1", map[string]string{"errors": "an error", "hang": "a hang"}[trig.Kind])
 			}
 		default:
-			return ph, fmt.Errorf("vary factor grows a load or errors trigger; the trigger is %s (vary duration instead)", trig.Kind)
+			return ph, fmt.Errorf("vary factor grows a load, errors or hang trigger; the trigger is %s (vary duration instead)", trig.Kind)
 		}
 	default:
-		return ph, fmt.Errorf("vary %q is not one of duration, factor, add", ph.Vary)
+		return ph, fmt.Errorf("vary %q is not one of duration, factor, add, keys", ph.Vary)
 	}
 	if !(ph.Max > ph.Min) || math.IsInf(ph.Max, 0) {
 		return ph, optionErr("max", trimFloat(ph.Max), "must be above the smallest size %v", ph.Min)
@@ -475,58 +588,133 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 }
 
 // Capacity estimates the requests per second the service named target can
-// serve when every call succeeds at the first try: workers ÷ the time a
-// worker is held (the mean service time plus, for each downstream call,
-// twice the mean network latency and the callee's own hold time), and no
-// more than any callee can serve; a tick capacity serves PerTick per Tick.
-// It is 0 when it cannot be told (no service time).
+// serve when every call succeeds at the first try, by the rule of
+// analyze's capacity figure (ServiceCapacity), and then:
+//
+//   - no more than any callee serves (a callee called twice per request
+//     counts twice);
+//   - a look-aside cache in front of a service passes on only its misses:
+//     the requests per second it serves are its capacity ÷ (1 − the warm
+//     hit rate, sim.Cache.WarmHitRate), the advertised capacity of a
+//     cached service.
+//
+// It is 0 when it cannot be told (no service time, or a cache that hits
+// every request).
 func Capacity(s sim.Scenario, target string) float64 {
 	idx := map[string]int{}
 	for i, v := range s.Services {
 		idx[v.Name] = i
 	}
-	var hold func(i, depth int) (float64, float64) // seconds held, capacity
-	hold = func(i, depth int) (float64, float64) {
-		v := s.Services[i]
+	memo := map[int]float64{}
+	var reqs func(i, depth int) float64 // requests/s arriving at i that it serves
+	reqs = func(i, depth int) float64 {
+		if c, ok := memo[i]; ok {
+			return c
+		}
 		if depth > len(s.Services) {
-			return 0, 0 // a cycle: Validate rejects it
+			return 0 // a cycle: Validate rejects it
 		}
-		h := mean(v.ServiceTime)
-		capacity := math.Inf(1)
-		for _, c := range v.Calls {
-			j, ok := idx[c.Service]
-			if !ok {
-				continue
+		v := s.Services[i]
+		c := ServiceCapacity(s, v.Name)
+		count := map[int]int{}
+		for _, call := range v.Calls {
+			if j, ok := idx[call.Service]; ok {
+				count[j]++
 			}
-			ch, cc := hold(j, depth+1)
-			h += 2*mean(c.Network.Latency) + ch
-			capacity = math.Min(capacity, cc)
 		}
-		if v.Capacity != nil && v.Capacity.Tick > 0 {
-			return h, math.Min(capacity, float64(v.Capacity.PerTick)/v.Capacity.Tick.Seconds())
+		for j, n := range count {
+			c = math.Min(c, reqs(j, depth+1)/float64(n))
 		}
-		if h > 0 {
-			capacity = math.Min(capacity, float64(max(v.Workers, 1))/h)
+		if v.Cache != nil {
+			c /= 1 - v.Cache.WarmHitRate()
 		}
-		return h, capacity
+		memo[i] = c
+		return c
 	}
 	i, ok := idx[target]
 	if !ok {
 		return 0
 	}
-	_, c := hold(i, 0)
-	if math.IsInf(c, 0) || math.IsNaN(c) {
+	c := reqs(i, 0)
+	if math.IsInf(c, 0) || math.IsNaN(c) || !(c > 0) {
 		return 0
 	}
 	return c
 }
 
-// mean is the mean of a distribution, seconds.
-func mean(d sim.Dist) float64 {
-	if d.Kind == "uniform" {
-		return (d.Min + d.Max).Seconds() / 2
+// ServiceCapacity is the attempts per second the service named target
+// serves with every worker busy and every call answered at the first try,
+// the figure `stormguard analyze` reports (ServiceFigure.Capacity; a test
+// keeps the two equal on every example):
+//
+//   - a worker is held for the mean service time (sim.Dist.Average, so a
+//     mixture's weighted mean) plus, for each call, twice the mean network
+//     latency and the callee's own holding time; under the linear law the
+//     local work takes per_request × workers more (every worker busy);
+//   - the local work runs at the thrashing curve's speed with every worker
+//     busy (sim.CapacityLaw.Speed(workers): past a knee, the fallen
+//     capacity);
+//   - capacity = workers ÷ holding time, and under processor sharing at
+//     most cores × speed ÷ the mean service time;
+//   - replicas multiply it; a tick capacity serves per_tick per tick.
+//
+// It is +Inf when nothing bounds it (no service time, no calls), 0 when
+// there is no such service. The cache is not counted (see Capacity).
+func ServiceCapacity(s sim.Scenario, target string) float64 {
+	idx := map[string]int{}
+	for i, v := range s.Services {
+		idx[v.Name] = i
 	}
-	return d.Mean.Seconds()
+	var hold func(i, depth int) time.Duration // local work and calls, at full speed
+	hold = func(i, depth int) time.Duration {
+		if depth > len(s.Services) {
+			return 0 // a cycle: Validate rejects it
+		}
+		v := s.Services[i]
+		h := localWork(v)
+		for _, c := range v.Calls {
+			if j, ok := idx[c.Service]; ok {
+				h += 2*c.Network.Latency.Average() + hold(j, depth+1)
+			}
+		}
+		return h
+	}
+	i, ok := idx[target]
+	if !ok {
+		return 0
+	}
+	v := s.Services[i]
+	if v.Capacity != nil && v.Capacity.Tick > 0 {
+		return float64(v.Capacity.PerTick) / v.Capacity.Tick.Seconds()
+	}
+	local := localWork(v)
+	calls := hold(i, 0) - local
+	workers := max(1, v.Workers)
+	speed := v.Law.Speed(workers)
+	h := time.Duration(float64(local)/speed) + calls
+	if h <= 0 {
+		return math.Inf(1)
+	}
+	c := float64(workers) / h.Seconds()
+	if v.Law != nil && v.Law.Kind == "processor-sharing" && local > 0 {
+		cores := v.Law.Cores
+		if cores == 0 {
+			cores = 1 // sim's default
+		}
+		c = math.Min(c, cores*speed/local.Seconds())
+	}
+	return c * float64(max(1, v.Replicas))
+}
+
+// localWork is how long a request's local work holds a worker at full
+// speed: the mean service time, and under the linear law per_request ×
+// workers more (every worker busy).
+func localWork(v sim.Service) time.Duration {
+	local := v.ServiceTime.Average()
+	if v.Law != nil && v.Law.Kind == "linear" {
+		local += time.Duration(max(1, v.Workers)) * v.Law.PerRequest
+	}
+	return local
 }
 
 // niceFloor returns the largest 1, 2 or 5 × 10ⁿ not above x (x > 0).

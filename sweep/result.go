@@ -14,6 +14,9 @@ type Result struct {
 	VirtualS    float64 `json:"virtual_s"`
 	// Runs in file order.
 	Runs []RunResult `json:"runs"`
+	// Compare ranks the runs by time to recover, best first; nil unless
+	// asked (Options.CompareSeeds).
+	Compare *Comparison `json:"compare,omitempty"`
 }
 
 // RunResult is the sweep of one run of the file: the fields of its
@@ -29,6 +32,10 @@ type RunResult struct {
 	Seed     uint64   `json:"seed"`
 	Ramp     *Ramp    `json:"ramp,omitempty"`
 	Phase    *Phase   `json:"phase,omitempty"`
+	// AddCapacity and Latest answer the runbook questions (nil when not
+	// asked).
+	AddCapacity *CapacitySearch `json:"add_capacity,omitempty"`
+	Latest      *LatestSearch   `json:"latest,omitempty"`
 }
 
 // Thresholds of the ramp, as fractions of the demand.

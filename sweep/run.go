@@ -75,24 +75,71 @@ type Progress struct {
 	Simulations int // simulator runs so far
 }
 
-// job is one unit of work: the ramp of a run (load < 0) or the phase
-// search of a run at one load. Jobs are numbered in plan order; shard I
-// of N takes the jobs whose number is I − 1 modulo N.
-type job struct{ run, load int }
+// job is one unit of work: the ramp of a run, the phase search of a run
+// at one load (index: the load's), a runbook search of a run, or one run
+// of the comparison (index: its seed's). Jobs are numbered in plan order
+// (see jobs); shard I of N takes the jobs whose number is I − 1 modulo N.
+type job struct {
+	kind       jobKind
+	run, index int
+}
 
+type jobKind uint8
+
+const (
+	jobRamp jobKind = iota
+	jobColumn
+	jobCapacity
+	jobLatest
+	jobCompare
+)
+
+// jobs lists the plan's jobs: every run's ramp and phase columns, then
+// every run's runbook searches, then the comparison's runs (so that a
+// plan without runbook questions numbers its jobs as before them).
 func (p Plan) jobs() []job {
 	var js []job
 	for r, rp := range p.Runs {
 		if rp.Ramp != nil {
-			js = append(js, job{r, -1})
+			js = append(js, job{jobRamp, r, 0})
 		}
 		if rp.Phase != nil {
 			for l := range rp.Phase.Loads {
-				js = append(js, job{r, l})
+				js = append(js, job{jobColumn, r, l})
+			}
+		}
+	}
+	for r, rp := range p.Runs {
+		if rp.AddCapacity != nil {
+			js = append(js, job{jobCapacity, r, 0})
+		}
+		if rp.Latest != nil {
+			js = append(js, job{jobLatest, r, 0})
+		}
+	}
+	if p.Compare != nil {
+		for r := range p.Runs {
+			for k := range p.Compare.Seeds {
+				js = append(js, job{jobCompare, r, k})
 			}
 		}
 	}
 	return js
+}
+
+// order is a job's place when jobs start: the longest first (ramps, the
+// runbook searches, the phase columns from the highest load), single runs
+// last. It changes only the wall time.
+func (j job) order() (int, int) {
+	switch j.kind {
+	case jobRamp:
+		return 0, 0
+	case jobCapacity, jobLatest:
+		return 1, 0
+	case jobColumn:
+		return 2, -j.index
+	}
+	return 3, 0
 }
 
 // PartialFormat names the format of a Partial.
@@ -105,9 +152,32 @@ type Partial struct {
 	Shard  Shard  `json:"shard"`
 	// Plan is the whole plan (without the scenarios), for Merge.
 	Plan Plan `json:"plan"`
-	// Ramps and Columns are the shard's jobs, in plan order.
-	Ramps   []RampPart   `json:"ramps"`
-	Columns []ColumnPart `json:"columns"`
+	// Ramps and Columns are the shard's jobs, in plan order; so are the
+	// runbook questions' (empty when not asked).
+	Ramps      []RampPart     `json:"ramps"`
+	Columns    []ColumnPart   `json:"columns"`
+	Capacities []CapacityPart `json:"add_capacity,omitempty"`
+	Latests    []LatestPart   `json:"latest,omitempty"`
+	Compares   []ComparePart  `json:"compare,omitempty"`
+}
+
+// CapacityPart is the capacity question of run Run.
+type CapacityPart struct {
+	Run    int            `json:"run"`
+	Search CapacitySearch `json:"search"`
+}
+
+// LatestPart is the latest-time question of run Run.
+type LatestPart struct {
+	Run    int          `json:"run"`
+	Search LatestSearch `json:"search"`
+}
+
+// ComparePart is run Run of the comparison with its Seed-th seed (from 0).
+type ComparePart struct {
+	Run     int     `json:"run"`
+	Seed    int     `json:"seed"`
+	Outcome SeedRun `json:"outcome"`
 }
 
 // RampPart is the ramp of run Run (an index into Plan.Runs).
@@ -159,19 +229,12 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 			mine = append(mine, jb)
 		}
 	}
-	// Longest first: the ramps, then the highest loads. The order changes
-	// only the wall time.
+	// Longest first (see job.order).
 	order := slices.Clone(mine)
 	slices.SortStableFunc(order, func(a, b job) int {
-		// load −1 (a ramp) sorts first, then the loads high to low.
-		ka, kb := a.load, b.load
-		if ka < 0 {
-			ka = math.MaxInt
-		}
-		if kb < 0 {
-			kb = math.MaxInt
-		}
-		return cmp.Compare(kb, ka)
+		a1, a2 := a.order()
+		b1, b2 := b.order()
+		return cmp.Or(cmp.Compare(a1, b1), cmp.Compare(a2, b2))
 	})
 	workers := e.Workers
 	if workers <= 0 {
@@ -201,8 +264,7 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 		return r, err
 	}
 
-	ramps := map[job]Ramp{}
-	cols := map[job]Column{}
+	var got results
 	var errs []error
 	next := make(chan job)
 	var wg sync.WaitGroup
@@ -213,20 +275,7 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 					continue
 				}
 				rp := p.Runs[jb.run]
-				var err error
-				if jb.load < 0 {
-					var r Ramp
-					r, err = runRamp(rp, simulate)
-					mu.Lock()
-					ramps[jb] = r
-					mu.Unlock()
-				} else {
-					var c Column
-					c, err = runColumn(rp, rp.Phase.Loads[jb.load], simulate)
-					mu.Lock()
-					cols[jb] = c
-					mu.Unlock()
-				}
+				err := got.run(jb, rp, simulate, &mu)
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("run %s: %w", rp.Name, err))
@@ -253,13 +302,70 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 		return part, fmt.Errorf("interrupted: %w", err)
 	}
 	for _, jb := range mine {
-		if jb.load < 0 {
-			part.Ramps = append(part.Ramps, RampPart{Run: jb.run, Ramp: ramps[jb]})
-		} else {
-			part.Columns = append(part.Columns, ColumnPart{Run: jb.run, Load: jb.load, Column: cols[jb]})
+		switch jb.kind {
+		case jobRamp:
+			part.Ramps = append(part.Ramps, RampPart{Run: jb.run, Ramp: got.ramps[jb]})
+		case jobColumn:
+			part.Columns = append(part.Columns, ColumnPart{Run: jb.run, Load: jb.index, Column: got.cols[jb]})
+		case jobCapacity:
+			part.Capacities = append(part.Capacities, CapacityPart{Run: jb.run, Search: got.caps[jb]})
+		case jobLatest:
+			part.Latests = append(part.Latests, LatestPart{Run: jb.run, Search: got.latest[jb]})
+		case jobCompare:
+			part.Compares = append(part.Compares, ComparePart{Run: jb.run, Seed: jb.index, Outcome: got.seeds[jb]})
 		}
 	}
 	return part, nil
+}
+
+// results gathers the jobs' results, by job.
+type results struct {
+	ramps  map[job]Ramp
+	cols   map[job]Column
+	caps   map[job]CapacitySearch
+	latest map[job]LatestSearch
+	seeds  map[job]SeedRun
+}
+
+// run carries out the job jb of run rp and keeps its result, under mu.
+func (g *results) run(jb job, rp RunPlan, simulate simulateFunc, mu *sync.Mutex) error {
+	var keep func()
+	var err error
+	switch jb.kind {
+	case jobRamp:
+		var r Ramp
+		r, err = runRamp(rp, simulate)
+		keep = func() { g.ramps = put(g.ramps, jb, r) }
+	case jobColumn:
+		var c Column
+		c, err = runColumn(rp, rp.Phase.Loads[jb.index], simulate)
+		keep = func() { g.cols = put(g.cols, jb, c) }
+	case jobCapacity:
+		var c CapacitySearch
+		c, err = runCapacity(rp, simulate)
+		keep = func() { g.caps = put(g.caps, jb, c) }
+	case jobLatest:
+		var l LatestSearch
+		l, err = runLatest(rp, simulate)
+		keep = func() { g.latest = put(g.latest, jb, l) }
+	case jobCompare:
+		var o SeedRun
+		o, err = runCompareSeed(rp, jb.index, simulate)
+		keep = func() { g.seeds = put(g.seeds, jb, o) }
+	}
+	mu.Lock()
+	keep()
+	mu.Unlock()
+	return err
+}
+
+// put sets m[k] = v, making m if needed.
+func put[V any](m map[job]V, k job, v V) map[job]V {
+	if m == nil {
+		m = map[job]V{}
+	}
+	m[k] = v
+	return m
 }
 
 // Merge puts together the partials of every shard of one plan (in any
@@ -301,14 +407,22 @@ func Merge(parts ...Partial) (Result, error) {
 	}
 
 	p := first.Plan
-	ramps := map[job]Ramp{}
-	cols := map[job]Column{}
+	var got results
 	for _, pt := range parts {
 		for _, r := range pt.Ramps {
-			ramps[job{r.Run, -1}] = r.Ramp
+			got.ramps = put(got.ramps, job{jobRamp, r.Run, 0}, r.Ramp)
 		}
 		for _, c := range pt.Columns {
-			cols[job{c.Run, c.Load}] = c.Column
+			got.cols = put(got.cols, job{jobColumn, c.Run, c.Load}, c.Column)
+		}
+		for _, c := range pt.Capacities {
+			got.caps = put(got.caps, job{jobCapacity, c.Run, 0}, c.Search)
+		}
+		for _, l := range pt.Latests {
+			got.latest = put(got.latest, job{jobLatest, l.Run, 0}, l.Search)
+		}
+		for _, c := range pt.Compares {
+			got.seeds = put(got.seeds, job{jobCompare, c.Run, c.Seed}, c.Outcome)
 		}
 	}
 	res := Result{Scenario: p.Scenario, Description: p.Description, Key: p.Key}
@@ -316,29 +430,62 @@ func Merge(parts ...Partial) (Result, error) {
 		res.Runs = append(res.Runs, RunResult{Name: rp.Name, Changes: rp.Changes, Client: rp.Client, TimeoutS: rp.TimeoutS,
 			Target: rp.Target, Capacity: rp.Capacity, Seed: rp.Seed})
 	}
+	outcomes := make([][]SeedRun, len(p.Runs))
 	for _, jb := range p.jobs() {
 		rr := &res.Runs[jb.run]
 		rp := p.Runs[jb.run]
-		if jb.load < 0 {
-			r, ok := ramps[jb]
+		switch jb.kind {
+		case jobRamp:
+			r, ok := got.ramps[jb]
 			if !ok {
 				return Result{}, fmt.Errorf("the partials lack the ramp of run %s", rp.Name)
 			}
 			rr.Ramp = &r
 			res.Simulations += r.Simulations
 			res.VirtualS += r.VirtualS
-			continue
+		case jobColumn:
+			c, ok := got.cols[jb]
+			if !ok {
+				return Result{}, fmt.Errorf("the partials lack run %s at load %v", rp.Name, rp.Phase.Loads[jb.index])
+			}
+			if rr.Phase == nil {
+				rr.Phase = &Phase{PhasePlan: *rp.Phase}
+			}
+			rr.Phase.Columns = append(rr.Phase.Columns, c)
+			res.Simulations += c.Simulations
+			res.VirtualS += c.VirtualS
+		case jobCapacity:
+			c, ok := got.caps[jb]
+			if !ok {
+				return Result{}, fmt.Errorf("the partials lack the capacity search of run %s", rp.Name)
+			}
+			rr.AddCapacity = &c
+			res.Simulations += c.Simulations
+			res.VirtualS += c.VirtualS
+		case jobLatest:
+			l, ok := got.latest[jb]
+			if !ok {
+				return Result{}, fmt.Errorf("the partials lack the latest-time search of run %s", rp.Name)
+			}
+			rr.Latest = &l
+			res.Simulations += l.Simulations
+			res.VirtualS += l.VirtualS
+		case jobCompare:
+			o, ok := got.seeds[jb]
+			if !ok {
+				return Result{}, fmt.Errorf("the partials lack run %s of the comparison with seed %d", rp.Name, rp.Seed+uint64(jb.index))
+			}
+			outcomes[jb.run] = append(outcomes[jb.run], o)
+			res.Simulations++
+			res.VirtualS += o.VirtualS
 		}
-		c, ok := cols[jb]
-		if !ok {
-			return Result{}, fmt.Errorf("the partials lack run %s at load %v", rp.Name, rp.Phase.Loads[jb.load])
+	}
+	if p.Compare != nil {
+		names := make([]string, len(p.Runs))
+		for i, rp := range p.Runs {
+			names[i] = rp.Name
 		}
-		if rr.Phase == nil {
-			rr.Phase = &Phase{PhasePlan: *rp.Phase}
-		}
-		rr.Phase.Columns = append(rr.Phase.Columns, c)
-		res.Simulations += c.Simulations
-		res.VirtualS += c.VirtualS
+		res.Compare = compare(names, outcomes, p.Compare.Seeds)
 	}
 	return res, nil
 }
@@ -377,7 +524,9 @@ func (r RampPlan) loads() []float64 {
 }
 
 // rampScenario is the simulation of a run's ramp: its arrival rate steps
-// through the loads, no triggers.
+// through the loads, no triggers and no runbook actions (timed for the
+// file's trigger, they would land anywhere on the ramp; autoscalers stay:
+// they are part of the system).
 func (rp RunPlan) rampScenario() sim.Scenario {
 	loads := rp.Ramp.loads()
 	hold := seconds(rp.Ramp.HoldS)
@@ -388,7 +537,7 @@ func (rp RunPlan) rampScenario() sim.Scenario {
 	}
 	s.Clients[ci].Arrivals.Schedule = sched
 	s.Clients[ci].Arrivals.Rate = 0
-	s.Triggers = nil
+	s.Triggers, s.Actions = nil, nil
 	s.Duration = time.Duration(len(loads)) * hold
 	return s
 }
@@ -491,8 +640,16 @@ func (rp RunPlan) probeScenario(load, size float64) sim.Scenario {
 		t.Factor = size
 	case VaryAdd:
 		t.Add = seconds(size)
+	case VaryKeys:
+		t.Keys = int(math.Round(size))
 	default:
 		t.Duration = seconds(size)
+	}
+	if size == 0 && (ph.Vary == VaryKeys || ph.Vary == VaryFactor && t.Kind == "hang") {
+		// Size 0 is no trigger, in the same window (a hang probability
+		// of 0 is not one; a flush of 0 keys would flush them all): a
+		// load spike of 1×, which changes nothing.
+		t = sim.Trigger{Kind: "load", Factor: 1, At: t.At, Duration: t.Duration}
 	}
 	s.Triggers = []sim.Trigger{t}
 	s.Duration = t.At + t.Duration + seconds(ph.AfterS)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -213,9 +212,9 @@ func TestPlanErrors(t *testing.T) {
 		want string
 	}{
 		{Options{Client: "web"}, `no client "web" (have app)`},
-		{Options{Vary: "size"}, `vary "size" is not one of duration, factor, add`},
+		{Options{Vary: "size"}, `vary "size" is not one of duration, factor, add, keys`},
 		{Options{Vary: VaryAdd}, "vary add grows a latency trigger"},
-		{Options{Vary: VaryFactor}, "vary factor grows a load or errors trigger"},
+		{Options{Vary: VaryFactor}, "vary factor grows a load, errors or hang trigger"},
 		{Options{From: 300, To: 100}, "want 0 < from < to"},
 		{Options{Hold: time.Second}, "shorter than two bins"},
 		{Options{Loads: []float64{100, -5}}, "loads must be positive"},
@@ -234,30 +233,6 @@ func TestPlanErrors(t *testing.T) {
 	}
 	if _, err := NewPlan(f, Options{}); err == nil || !strings.Contains(err.Error(), "closed arrivals") {
 		t.Errorf("closed-loop client: %v", err)
-	}
-}
-
-func TestCapacity(t *testing.T) {
-	s := sim.Scenario{Services: []sim.Service{
-		{Name: "web", Workers: 10, ServiceTime: sim.Dist{Mean: 10 * time.Millisecond},
-			Calls: []sim.Call{{Service: "db", Network: sim.Network{Latency: sim.Dist{Mean: 5 * time.Millisecond}}}}},
-		{Name: "db", Workers: 2, ServiceTime: sim.Dist{Kind: "uniform", Min: 10 * time.Millisecond, Max: 30 * time.Millisecond}},
-		{Name: "tick", Capacity: &sim.TickCapacity{PerTick: 10, Tick: time.Second}},
-		{Name: "free"},
-	}}
-	for _, c := range []struct {
-		target string
-		want   float64
-	}{
-		{"db", 100},   // 2 workers ÷ 20 ms
-		{"web", 100},  // 10 ÷ (10 + 2×5 + 20 ms) = 250, but db serves 100
-		{"tick", 10},  // 10 per second
-		{"free", 0},   // no service time: unknown
-		{"absent", 0}, // no such service
-	} {
-		if got := Capacity(s, c.target); math.Abs(got-c.want) > 1e-9 {
-			t.Errorf("Capacity(%s) = %v, want %v", c.target, got, c.want)
-		}
 	}
 }
 

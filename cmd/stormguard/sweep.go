@@ -47,7 +47,13 @@ the same way:
           metastable and the smallest that disturbs it: the phase diagram
           load x trigger -> stable / recovered / metastable.
 
-It prints the thresholds, the smallest trigger by load, and what to change.
+  runbook questions, asked with their flags (see below): the capacity
+          to add at a time for each run to recover, the latest time it
+          may come, and the runs of the file (its runbooks) ranked by
+          time to recover over several seeds.
+
+It prints the thresholds, the smallest trigger by load, the answers to
+the runbook questions, and what to change.
 Simulations run in parallel on all cores; a progress bar appears on stderr
 when it is a terminal and the sweep takes more than 2 s. The defaults come
 from the capacity of the client's target (workers / service time, the
@@ -66,36 +72,72 @@ Flags (before or after FILE; -flag and --flag are the same):
                         (default: 0.25 x capacity up to the capacity, in
                         steps of about capacity/15, rounded down to 1, 2
                         or 5 x 10^n)
-  --vary WHAT           what grows in the trigger: duration (default),
-                        factor (of a load or errors trigger) or add (of a
-                        latency trigger)
+  --vary WHAT           what grows in the trigger: duration (the default,
+                        any kind but a cache-flush of a keyed cache),
+                        factor (a load trigger's multiplier, an errors or
+                        hang trigger's probability), add (a latency
+                        trigger's added latency) or keys (the most popular
+                        keys a cache-flush of a keyed cache removes; its
+                        default, since such a flush is instantaneous)
   --max SIZE            the largest trigger tried: a duration such as 40s
-                        for duration and add, a number for factor
+                        for duration and add, a number for factor and keys
                         (default: 4 x the trigger's own size; without one,
                         40s for a duration and 10 timeouts for add; a load
-                        factor at least 4; an error probability 1)
+                        factor at least 4; a probability 1; all the
+                        cache's keys)
   --resolution SIZE     how close the bisection gets (default: about
                         (max - smallest)/256, rounded down to 1, 2 or
-                        5 x 10^n; the smallest size is 0, or 1 for a load
-                        factor)
+                        5 x 10^n, at least 1 key; the smallest size is 0,
+                        no trigger, or 1 for a load factor)
   --after D             how long each phase run goes on after the trigger
                         ends, to recover (default: the longest of 120s,
                         60 x the client's timeout and 3 x max)
   --no-ramp, --no-phase skip that part
+
+Runbook questions (with any of them, the ramp runs only if --ramp is
+given and the phase search only if --loads is; each answer needs a few
+to a few dozen simulations):
+  --capacity-at T       for each run, bisect the smallest capacity factor
+                        F (a capacity action on the client's target at
+                        time T, replacing the run's own capacity steps on
+                        it) with which the run is not metastable at its
+                        end, over [1, --capacity-max]
+  --capacity-max F      the largest factor tried (default 4; at most 1e6)
+  --capacity-resolution F
+                        its step (default about (max - 1)/50, rounded
+                        down to 1, 2 or 5 x 10^n)
+  --capacity-latest F   for each run, bisect the latest time, from the end
+                        of its first trigger to the end of the run, at
+                        which setting the capacity factor F (above 1)
+                        still brings it back
+  --latest-resolution D its step (default about that span/50, rounded
+                        down to 1, 2 or 5 x 10^n seconds, at least a bin)
+  --compare-seeds N     run every run of the file with N seeds (1 to
+                        1000: its own and the next ones) and rank them by
+                        time to recover, from the incident's start (the
+                        first trigger) until requests succeed again for
+                        good: most seeds recovered, then the median, then
+                        the worst, then fewer relapses
   --seed N              use seed N in every run (default 0: keep the file's)
   --workers N           simulations at once (default: the number of cores)
   --shard I/N           compute only part I of N (1 <= I <= N) of the
-                        searches and write it as DIR/shard-I-of-N.json
+                        searches (the runbook questions' too) and write
+                        it as DIR/shard-I-of-N.json
                         (with --out DIR) or print it (with --json); then
                         put the parts together with stormguard sweep merge
   --out DIR             also write a report into DIR (made if missing):
                         index.html, one self-contained page; sweep.json;
                         hysteresis.png/.svg and phase.png/.svg; ramp.csv,
-                        phase.csv and probes.csv
+                        phase.csv and probes.csv; with runbook questions
+                        capacity.png/.svg, latest.png/.svg and
+                        runbook.csv
   --json                print one JSON object on stdout instead of the
                         table: {"scenario", "runs": [{"name", "ramp":
                         {"collapse", "recovery", "steps"}, "phase":
-                        {"columns": [{"load", "disturbs", "tips"}]}}]}
+                        {"columns": [{"load", "disturbs", "tips"}]},
+                        "add_capacity": {"factor", "probes"}, "latest":
+                        {"latest_s", "probes"}}], "compare": {"rows":
+                        [{"run", "median_to_recover_s", ...}]}}
   --max-events N        refuse a sweep (or shard) estimated to simulate
                         more than N events in all (default 2e9; inf: no
                         limit)
@@ -106,7 +148,8 @@ Flags (before or after FILE; -flag and --flag are the same):
 
 Limits: before it starts, sweep estimates the events of all its
 simulations (each ramp; each phase search at the most runs a bisection
-takes, with the largest trigger) and the memory of the --workers that
+takes, with the largest trigger; each runbook search likewise, and every
+run of a comparison) and the memory of the --workers that
 run at once, and refuses, in one line naming the flag or the scenario key
 that drives the estimate, a sweep beyond --max-events or --max-memory.
 The ramp and the loads have at most 10000 steps, a trigger's grid 2^20
@@ -134,6 +177,11 @@ type sweepFlags struct {
 	workers                                                int
 	noRamp, noPhase, json                                  bool
 	limits                                                 limitFlags
+
+	// The runbook questions.
+	capacityAt, latestResolution                    time.Duration
+	capacityMax, capacityResolution, capacityLatest string
+	compareSeeds                                    int
 }
 
 func (f *sweepFlags) set(fs *flag.FlagSet) {
@@ -153,6 +201,12 @@ func (f *sweepFlags) set(fs *flag.FlagSet) {
 	fs.StringVar(&f.out, "out", "", "write a report into DIR")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object")
 	f.limits.set(fs)
+	fs.DurationVar(&f.capacityAt, "capacity-at", 0, "the smallest capacity factor that, added at T, recovers")
+	fs.StringVar(&f.capacityMax, "capacity-max", "", "the largest capacity factor tried")
+	fs.StringVar(&f.capacityResolution, "capacity-resolution", "", "the step of the capacity search")
+	fs.StringVar(&f.capacityLatest, "capacity-latest", "", "the latest time at which capacity factor F recovers")
+	fs.DurationVar(&f.latestResolution, "latest-resolution", 0, "the step of the latest-time search")
+	fs.IntVar(&f.compareSeeds, "compare-seeds", 0, "rank the runs by time to recover over N seeds")
 }
 
 // options turns the flags into sweep.Options. Each error names its flag.
@@ -170,17 +224,6 @@ func (f *sweepFlags) options() (sweep.Options, error) {
 			return o, err
 		}
 	}
-	duration := f.vary == "" || f.vary == sweep.VaryDuration || f.vary == sweep.VaryAdd
-	if f.max != "" {
-		if o.Max, err = parseTriggerSize("max", f.max, duration); err != nil {
-			return o, err
-		}
-	}
-	if f.resolution != "" {
-		if o.Resolution, err = parseTriggerSize("resolution", f.resolution, duration); err != nil {
-			return o, err
-		}
-	}
 	if f.hold < 0 {
 		return o, fmt.Errorf("--hold %v: want a duration above 0, such as 20s", f.hold)
 	}
@@ -190,7 +233,84 @@ func (f *sweepFlags) options() (sweep.Options, error) {
 	if f.workers < 0 {
 		return o, fmt.Errorf("--workers %d: want a positive number (0: all cores)", f.workers)
 	}
+	if err := f.runbook(&o); err != nil {
+		return o, err
+	}
 	return o, nil
+}
+
+// runbook reads the runbook questions' flags into o. Asking one skips the
+// ramp unless --ramp is given, and the phase search unless --loads is.
+func (f *sweepFlags) runbook(o *sweep.Options) error {
+	var err error
+	switch {
+	case f.capacityAt < 0:
+		return fmt.Errorf("--capacity-at %v: want a time after the start of the run, such as 40s", f.capacityAt)
+	case f.latestResolution < 0:
+		return fmt.Errorf("--latest-resolution %v: want a duration above 0, such as 5s", f.latestResolution)
+	case f.compareSeeds < 0 || f.compareSeeds > sweep.MaxCompareSeeds:
+		return fmt.Errorf("--compare-seeds %d: want 1 to %d seeds", f.compareSeeds, sweep.MaxCompareSeeds)
+	case (f.capacityMax != "" || f.capacityResolution != "") && f.capacityAt == 0:
+		return errors.New("--capacity-max and --capacity-resolution bound the search of --capacity-at: give --capacity-at T")
+	case f.latestResolution != 0 && f.capacityLatest == "":
+		return errors.New("--latest-resolution is the step of --capacity-latest's search: give --capacity-latest F")
+	}
+	o.CapacityAt, o.LatestResolution, o.CompareSeeds = f.capacityAt, f.latestResolution, f.compareSeeds
+	for _, v := range []struct {
+		flag, text string
+		to         *float64
+	}{{"capacity-max", f.capacityMax, &o.CapacityMax}, {"capacity-resolution", f.capacityResolution, &o.CapacityResolution}, {"capacity-latest", f.capacityLatest, &o.LatestFactor}} {
+		if v.text == "" {
+			continue
+		}
+		if *v.to, err = parseCapacityFactor(v.flag, v.text); err != nil {
+			return err
+		}
+	}
+	if o.CapacityAt != 0 || o.LatestFactor != 0 || o.CompareSeeds != 0 {
+		o.NoRamp = o.NoRamp || f.ramp == ""
+		o.NoPhase = o.NoPhase || f.loads == ""
+	}
+	return nil
+}
+
+// parseCapacityFactor reads a capacity factor or its step (flag names
+// it): a finite number above 0. The plan checks its range.
+func parseCapacityFactor(flag, text string) (float64, error) {
+	v, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("--%s %q: a capacity factor is a number above 0, such as 2 (twice the capacity)", flag, text)
+	}
+	return v, nil
+}
+
+// sizes reads --max and --resolution into o: durations when the phase
+// search grows a duration or an added latency, numbers when it grows a
+// factor or keys. varies says what each run grows (see
+// sweep.PhaseVaries): one --max cannot be both.
+func (f *sweepFlags) sizes(o *sweep.Options, runs []string, varies []string) error {
+	if f.max == "" && f.resolution == "" || len(varies) == 0 {
+		return nil
+	}
+	isDuration := func(v string) bool { return v == sweep.VaryDuration || v == sweep.VaryAdd }
+	duration := isDuration(varies[0])
+	for i, v := range varies {
+		if isDuration(v) != duration {
+			return fmt.Errorf("--max and --resolution: run %s grows its trigger's %s and run %s its %s, one a duration and the other a number: give --vary, or sweep the runs apart", runs[0], varies[0], runs[i], v)
+		}
+	}
+	var err error
+	if f.max != "" {
+		if o.Max, err = parseTriggerSize("max", f.max, duration); err != nil {
+			return err
+		}
+	}
+	if f.resolution != "" {
+		if o.Resolution, err = parseTriggerSize("resolution", f.resolution, duration); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseRamp reads --ramp FROM:TO[:STEP], requests/s: 0 < FROM < TO,
@@ -248,7 +368,8 @@ func parseSweepLoads(s string) ([]float64, error) {
 
 // parseTriggerSize reads --max or --resolution (flag names it): a
 // duration above 0 when the sweep varies a duration (or an added latency),
-// else a factor above 0. The result is in seconds, or the factor.
+// else a number above 0 (a factor, a probability or a number of keys).
+// The result is in seconds, or the number.
 func parseTriggerSize(flag, text string, duration bool) (float64, error) {
 	if duration {
 		d, err := time.ParseDuration(text)
@@ -259,7 +380,7 @@ func parseTriggerSize(flag, text string, duration bool) (float64, error) {
 	}
 	v, err := strconv.ParseFloat(text, 64)
 	if err != nil || !(v > 0) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("--%s %q: a trigger's factor is a number such as 3 (above 0)", flag, text)
+		return 0, fmt.Errorf("--%s %q: a trigger's factor, probability or number of keys is a number such as 3 (above 0)", flag, text)
 	}
 	return v, nil
 }
@@ -313,6 +434,13 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	file, err := loadSweep(pos)
 	if err != nil {
 		return refused("sweep: ", err)
+	}
+	names := make([]string, len(file.Runs))
+	for i, r := range file.Runs {
+		names[i] = r.Name
+	}
+	if err := f.sizes(&opts, names, sweep.PhaseVaries(file, opts)); err != nil {
+		return usageError{"sweep: " + err.Error()}
 	}
 	plan, err := sweep.NewPlan(file, opts)
 	var oe *sweep.OptionError
@@ -490,7 +618,11 @@ func printSweep(w io.Writer, res sweep.Result, took time.Duration) {
 		head += fmt.Sprintf(" (took %.1f s)", took.Seconds())
 	}
 	fmt.Fprintln(w, head)
-	if len(res.Runs) > 0 {
+	swept := false
+	for _, r := range res.Runs {
+		swept = swept || r.Ramp != nil || r.Phase != nil
+	}
+	if swept && len(res.Runs) > 0 {
 		r := res.Runs[0]
 		line := fmt.Sprintf("Load: the arrival rate of client %s, which calls %s", r.Client, r.Target)
 		if r.Capacity > 0 {
@@ -499,28 +631,63 @@ func printSweep(w io.Writer, res sweep.Result, took time.Duration) {
 		fmt.Fprintln(w, wrap(line+".", ""))
 	}
 	fmt.Fprintln(w)
-
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tCOLLAPSES AT\tRECOVERS AT\tMETASTABLE FROM\tSMALLEST TRIGGER THAT TIPS IT")
-	for _, s := range sums {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.CollapseText(), s.RecoveryText(), s.MetastableText(), s.TipsText())
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	if len(res.Runs) > 0 {
-		r := res.Runs[0]
-		if rp := r.Ramp; rp != nil {
-			fmt.Fprintln(w, wrap(fmt.Sprintf("Ramp: %.6g → %.6g → %.6g requests/s in steps of %.6g, %.6g s each. Collapse: the first step up with goodput below %.0f%% of demand; recovery: the first step down back at %.0f%% or more.",
-				rp.From, rp.To, rp.From, rp.Step, rp.HoldS, 100*sweep.CollapseBelow, 100*sweep.RecoveredAbove), "  "))
+	if swept {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "RUN\tCOLLAPSES AT\tRECOVERS AT\tMETASTABLE FROM\tSMALLEST TRIGGER THAT TIPS IT")
+		for _, s := range sums {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.CollapseText(), s.RecoveryText(), s.MetastableText(), s.TipsText())
 		}
-		if ph := r.Phase; ph != nil {
-			fmt.Fprintln(w, wrap(fmt.Sprintf("Phase: at each load, %s starting at %.6g s, its %s bisected from %s to %s to within %s; each run judged %.6g s after the trigger ends.",
-				sweepArticle(sweepTriggerText(ph.Trigger)), ph.Trigger.At.Seconds(), ph.Vary, ph.SizeText(ph.Min), ph.SizeText(ph.Max), ph.SizeText(ph.Resolution), ph.AfterS), "  "))
+		tw.Flush()
+		fmt.Fprintln(w)
+		if len(res.Runs) > 0 {
+			r := res.Runs[0]
+			if rp := r.Ramp; rp != nil {
+				fmt.Fprintln(w, wrap(fmt.Sprintf("Ramp: %.6g → %.6g → %.6g requests/s in steps of %.6g, %.6g s each. Collapse: the first step up with goodput below %.0f%% of demand; recovery: the first step down back at %.0f%% or more.",
+					rp.From, rp.To, rp.From, rp.Step, rp.HoldS, 100*sweep.CollapseBelow, 100*sweep.RecoveredAbove), "  "))
+			}
+			if ph := r.Phase; ph != nil {
+				fmt.Fprintln(w, wrap(fmt.Sprintf("Phase: at each load, %s starting at %.6g s, its %s bisected from %s to %s to within %s; each run judged %.6g s after the trigger ends.",
+					sweepArticle(sweepTriggerText(ph.Trigger)), ph.Trigger.At.Seconds(), ph.Vary, ph.SizeText(ph.Min), ph.SizeText(ph.Max), ph.SizeText(ph.Resolution), ph.AfterS), "  "))
+			}
 		}
+		printPhaseTable(w, res)
+		fmt.Fprintln(w)
 	}
-	printPhaseTable(w, res)
-	fmt.Fprintln(w)
+	printRunbook(w, res)
 	fmt.Fprintln(w, wrap("What to change: "+report.SweepAdvice(res), "  "))
+}
+
+// printRunbook prints the answers to the runbook questions, a table each,
+// each followed by a blank line.
+func printRunbook(w io.Writer, res sweep.Result) {
+	table := func(question string, head string, rows [][]string) {
+		if question == "" {
+			return
+		}
+		fmt.Fprintln(w, wrap(question, ""))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, head)
+		for _, r := range rows {
+			fmt.Fprintln(tw, strings.Join(r, "\t"))
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+	var rows [][]string
+	for _, r := range report.CapacityRows(res) {
+		rows = append(rows, []string{r.Run, r.Factor, r.Stuck, r.Recovery})
+	}
+	table(report.CapacityQuestion(res), "RUN\tRECOVERS WITH\tLARGEST STUCK\tRECOVERY_S THEN", rows)
+	rows = nil
+	for _, r := range report.LatestRows(res) {
+		rows = append(rows, []string{r.Run, r.Latest, r.StuckFrom, r.Recovery})
+	}
+	table(report.LatestQuestion(res), "RUN\tLATEST\tSTUCK FROM\tRECOVERY_S THEN", rows)
+	rows = nil
+	for _, r := range report.CompareRows(res) {
+		rows = append(rows, []string{strconv.Itoa(r.Rank), r.Run, r.Verdicts, r.Median, r.Worst, r.Relapsed, r.Recovery})
+	}
+	table(report.CompareQuestion(res), "RANK\tRUN\tVERDICTS\tTO RECOVER (MEDIAN)\tWORST\tRELAPSED\tRECOVERY_S (MEDIAN)", rows)
 }
 
 // printPhaseTable prints, by load, each run's smallest trigger that tips

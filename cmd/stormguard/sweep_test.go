@@ -199,11 +199,20 @@ func TestSweepErrors(t *testing.T) {
 		{[]string{"sweep", file, "--ramp", "fast"}, exitUsage, `--ramp "fast": want FROM:TO or FROM:TO:STEP`},
 		{[]string{"sweep", file, "--loads", "1:2"}, exitUsage, `--loads "1:2": want FROM:TO:STEP`},
 		{[]string{"sweep", file, "--max", "40"}, exitUsage, `--max "40": a trigger's duration or added latency is a duration such as 40s`},
-		{[]string{"sweep", file, "--vary", "factor", "--max", "4s"}, exitUsage, `--max "4s": a trigger's factor is a number`},
+		{[]string{"sweep", file, "--vary", "factor", "--max", "4s"}, exitUsage, `--max "4s": a trigger's factor, probability or number of keys is a number`},
 		{[]string{"sweep", file, file}, exitUsage, "sweep takes one FILE"},
 		{[]string{"sweep", file, "--client", "web"}, exitError, `tiny.yaml: no client "web" (have app)`},
 		{[]string{"sweep", filepath.Join(t.TempDir(), "none.yaml")}, exitError, "no such file"},
 		{[]string{"sweep", "merge"}, exitUsage, "sweep merge needs the parts"},
+		{[]string{"sweep", file, "--capacity-at", "-1s"}, exitUsage, "--capacity-at -1s: want a time after the start of the run"},
+		{[]string{"sweep", file, "--capacity-at", "2m"}, exitUsage, "--capacity-at 2m: want a time after 0 and before the end of the run (1m)"},
+		{[]string{"sweep", file, "--capacity-at", "4s", "--capacity-max", "1"}, exitUsage, "--capacity-max 1: want a factor above 1"},
+		{[]string{"sweep", file, "--capacity-at", "4s", "--capacity-max", "double"}, exitUsage, `--capacity-max "double": a capacity factor is a number above 0`},
+		{[]string{"sweep", file, "--capacity-max", "3"}, exitUsage, "bound the search of --capacity-at: give --capacity-at T"},
+		{[]string{"sweep", file, "--latest-resolution", "5s"}, exitUsage, "give --capacity-latest F"},
+		{[]string{"sweep", file, "--capacity-latest", "0.5"}, exitUsage, "--capacity-latest 0.5: want a capacity factor above 1"},
+		{[]string{"sweep", file, "--capacity-latest", "NaN"}, exitUsage, `--capacity-latest "NaN": a capacity factor is a number`},
+		{[]string{"sweep", file, "--compare-seeds", "5000"}, exitUsage, "--compare-seeds 5000: want 1 to 1000 seeds"},
 		{[]string{"sweep", "merge", t.TempDir()}, exitError, "holds no shard-I-of-N.json"},
 	} {
 		code, _, errs := runCmd(t, t.Context(), c.args...)
@@ -213,6 +222,51 @@ func TestSweepErrors(t *testing.T) {
 		if lines := strings.Count(errs, "\n"); lines != 1 {
 			t.Errorf("%q: %d lines on stderr, want one: %q", c.args, lines, errs)
 		}
+	}
+}
+
+// TestSweepRunbook: the runbook questions on the small file, as tables
+// and in the JSON, without the ramp and the phase search (not asked).
+func TestSweepRunbook(t *testing.T) {
+	file := sweepFile(t)
+	args := []string{"sweep", file, "--capacity-at", "4s", "--capacity-resolution", "0.5", "--capacity-latest", "2",
+		"--latest-resolution", "5s", "--compare-seeds", "2"}
+	code, out, errs := runCmd(t, t.Context(), args...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"Capacity to add at 4 s", "RECOVERS WITH", "LARGEST STUCK", "Latest time to add capacity", "STUCK FROM",
+		"Runbooks compared: every run with 2 seeds", "TO RECOVER (MEDIAN)", "RELAPSED", "What to change:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "COLLAPSES AT") {
+		t.Errorf("the ramp and phase table, not asked for:\n%s", out)
+	}
+	code, out, errs = runCmd(t, t.Context(), append(args, "--json")...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var res sweep.Result
+	decodeSweepJSON(t, out, &res)
+	if len(res.Runs) != 2 || res.Compare == nil || len(res.Compare.Rows) != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	for _, r := range res.Runs {
+		if r.Ramp != nil || r.Phase != nil || r.AddCapacity == nil || r.Latest == nil || len(r.AddCapacity.Probes) == 0 {
+			t.Errorf("run %s: ramp %v, phase %v, capacity %+v, latest %+v", r.Name, r.Ramp != nil, r.Phase != nil, r.AddCapacity, r.Latest)
+		}
+	}
+	// With --ramp, the ramp runs too.
+	code, out, errs = runCmd(t, t.Context(), "sweep", file, "--compare-seeds", "1", "--ramp", "100:260:80", "--hold", "2s", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	res = sweep.Result{}
+	decodeSweepJSON(t, out, &res)
+	if res.Runs[0].Ramp == nil || res.Runs[0].Phase != nil || res.Compare == nil {
+		t.Errorf("--compare-seeds with --ramp: ramp %v, phase %v, compare %v", res.Runs[0].Ramp != nil, res.Runs[0].Phase != nil, res.Compare != nil)
 	}
 }
 
@@ -343,6 +397,25 @@ func FuzzParseTriggerSize(f *testing.F) {
 	})
 }
 
+func FuzzParseCapacityFactor(f *testing.F) {
+	quickMinimize()
+	for _, s := range []string{"2", "1.5", "0", "-1", "1e6", "1e400", "NaN", "Inf", " 2 ", "2x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseCapacityFactor("capacity-max", s)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "--capacity-max ") {
+				t.Fatalf("parseCapacityFactor(%q): the error %q does not name the flag", s, err)
+			}
+			return
+		}
+		if !(v > 0) || math.IsInf(v, 0) {
+			t.Fatalf("parseCapacityFactor(%q) = %v", s, v)
+		}
+	})
+}
+
 // FuzzSweepPart: whatever a part file holds, merging it is a clear error
 // or a result that prints; never a panic.
 func FuzzSweepPart(f *testing.F) {
@@ -352,8 +425,16 @@ func FuzzSweepPart(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, sh := range []sweep.Shard{{Index: 1, Count: 1}, {Index: 2, Count: 3}} {
-		part, err := sweep.Execute(context.Background(), plan, sweep.Exec{Shard: sh})
+	runbook, err := sweep.NewPlan(mustParse(f, sweepYAML), sweep.Options{NoRamp: true, NoPhase: true, CapacityAt: 4 * time.Second,
+		CapacityResolution: 1, LatestFactor: 2, LatestResolution: 20 * time.Second, CompareSeeds: 2})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range []struct {
+		plan sweep.Plan
+		sh   sweep.Shard
+	}{{plan, sweep.Shard{Index: 1, Count: 1}}, {plan, sweep.Shard{Index: 2, Count: 3}}, {runbook, sweep.Shard{Index: 1, Count: 1}}, {runbook, sweep.Shard{Index: 1, Count: 2}}} {
+		part, err := sweep.Execute(context.Background(), c.plan, sweep.Exec{Shard: c.sh})
 		if err != nil {
 			f.Fatal(err)
 		}
