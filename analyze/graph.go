@@ -229,7 +229,11 @@ func (g *graph) capacities() {
 			}
 			c := float64(workers) / h.Seconds()
 			if law != nil && law.Kind == "processor-sharing" && local > 0 {
-				c = min(c, law.Cores*speed/(float64(local)/1e9))
+				cores := law.Cores
+				if cores == 0 {
+					cores = 1 // the simulator's default
+				}
+				c = min(c, cores*speed/(float64(local)/1e9))
 			}
 			return c * float64(max(1, v.Replicas))
 		}

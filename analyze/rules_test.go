@@ -305,6 +305,7 @@ func TestMechanismCapacity(t *testing.T) {
 	}{
 		{`{name: db, workers: 10, replicas: 4, service_time: {mean: 50ms}}`, 800, 0, 0, 100},
 		{`{name: db, workers: 100, service_time: {mean: 50ms}, capacity_law: {kind: processor-sharing, cores: 4}}`, 80, 0, 0, 100},
+		{`{name: db, workers: 100, service_time: {mean: 20ms}, capacity_law: {kind: processor-sharing}}`, 50, 0, 0, 100}, // cores default 1
 		{`{name: db, workers: 10, service_time: {mean: 50ms}, capacity_law: {kind: linear, per_request: 5ms}}`, 100, 0, 0, 100},
 		{`{name: db, workers: 100, service_time: {mean: 50ms}, capacity_law: {kind: processor-sharing, cores: 4, knee: 50, drop: 0.5}}`, 40, 80, 0, 100},
 		{`{name: db, workers: 10, service_time: {kind: mixture, of: [{weight: 1, mean: 10ms}, {weight: 1, mean: 90ms}]}}`, 200, 0, 0, 100},

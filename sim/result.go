@@ -16,6 +16,10 @@ type Result struct {
 	// CollapseS: when the collapse the verdict judged began, in seconds;
 	// null when the run was stable.
 	CollapseS *float64 `json:"collapse_s"`
+	// RecoveredS: when requests succeeded again, in seconds of the run
+	// (RecoveryS measures from the trigger's end or the collapse's start,
+	// as the verdict says); null when stable or metastable.
+	RecoveredS *float64 `json:"recovered_s"`
 	// Why explains the verdict in one sentence.
 	Why string `json:"why"`
 

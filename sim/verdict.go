@@ -56,7 +56,7 @@ const (
 //     later (a collapse under a load episode, with no trigger active) or
 //     came back while the trigger was still active (a runbook's doing).
 func judge(r *Result, sc Scenario) {
-	r.CollapseS = nil
+	r.CollapseS, r.RecoveredS = nil, nil
 	n := int(math.Round(r.DurationS / r.BinS))
 	if n == 0 {
 		r.Verdict, r.RecoveryS, r.Why = "stable", ptr(0), "nothing was simulated"
@@ -183,7 +183,7 @@ func judge(r *Result, sc Scenario) {
 		recS = recAt - onsetS
 		r.Why = fmt.Sprintf("collapsed at %.0f s (%s); requests succeeded ≥ %.0f%% again from %.0f s, %.1f s after the collapse began", onsetS, cause, pct, recAt, recS)
 	}
-	r.Verdict, r.RecoveryS = "recovered", ptr(recS)
+	r.Verdict, r.RecoveryS, r.RecoveredS = "recovered", ptr(recS), ptr(recAt)
 }
 
 // arrivalCounts returns, per arrival bin and summed over clients, the

@@ -354,36 +354,13 @@ func toRecover(r sim.Result, s sim.Scenario) *float64 {
 	return &d
 }
 
-// recoveredAt is when the verdict says a recovered run was back: the
-// collapse's start or the last trigger's end (whichever recovery_s counts
-// from; see sim.Result) plus recovery_s.
-//
-// sim does not report which one recovery_s counts from, so recoveredAt
-// asks the verdict again with the last trigger's end moved a few ulps
-// later, less than a nanosecond (which leaves every decision of the rule
-// alone): only a recovery_s counted from that end moves. A test checks
-// recoveredAt against the time the verdict's why states, on runs of each
-// kind.
-func recoveredAt(r sim.Result, s sim.Scenario) float64 {
-	onset, rec := *r.CollapseS, *r.RecoveryS
-	last, end := -1, math.Inf(-1)
-	for i, t := range r.TriggerS {
-		if t[1] > end {
-			last, end = i, t[1]
-		}
+// recoveredAt is when the verdict says a recovered run was back
+// (sim.Result.RecoveredS).
+func recoveredAt(r sim.Result, _ sim.Scenario) float64 {
+	if r.RecoveredS == nil {
+		return *r.CollapseS + *r.RecoveryS
 	}
-	if last < 0 {
-		return onset + rec
-	}
-	shifted := r
-	shifted.TriggerS = slices.Clone(r.TriggerS)
-	big := math.Max(1, math.Max(math.Abs(end), r.DurationS))
-	shifted.TriggerS[last][1] = end + 4*(math.Nextafter(big, math.Inf(1))-big)
-	sim.Judge(&shifted, s)
-	if shifted.RecoveryS != nil && *shifted.RecoveryS != rec {
-		return end + rec
-	}
-	return onset + rec
+	return *r.RecoveredS
 }
 
 // relapsed reports whether the run had collapsed and come back before the
