@@ -17,7 +17,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // output — verdicts, totals, and per bin each client's demand and goodput and
 // each service's offered load and goodput — with testdata/golden/<example>.txt.
 // A change in the dynamics shows as a diff; when the change is intended,
-// rerun with -update and review the diff of the golden files.
+// rerun with -update and review the diff of the golden files. Every run's
+// books are checked too (checkBooks).
 func TestGolden(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("..", "examples", "*.yaml"))
 	if err != nil || len(paths) == 0 {
@@ -32,7 +33,9 @@ func TestGolden(t *testing.T) {
 			}
 			var buf bytes.Buffer
 			for _, run := range f.Runs {
-				digest(&buf, mustRun(t, run.Scenario, run.Name))
+				r := mustRun(t, run.Scenario, run.Name)
+				checkBooks(t, p+"/"+run.Name, r)
+				digest(&buf, r)
 			}
 			got := buf.Bytes()
 			golden := filepath.Join("testdata", "golden", name+".txt")

@@ -288,37 +288,30 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// TestAccounting checks that every request and every attempt ends in
-// exactly one outcome, on every example.
-func TestAccounting(t *testing.T) {
-	paths, _ := filepath.Glob(filepath.Join("..", "examples", "*.yaml"))
-	for _, p := range paths {
-		f, err := Load(p)
-		if err != nil {
-			t.Fatal(err)
+// checkBooks asserts that a run's books balance: every request of a client
+// ends in one outcome, the give-ups by reason sum to the failures, every
+// attempt that reached a service ends in one outcome there, and completions
+// are goodput or wasted. TestGolden runs it on every run of every example.
+func checkBooks(t *testing.T, where string, r Result) {
+	t.Helper()
+	for _, c := range r.Clients {
+		tt := c.Total
+		if tt.Requests != tt.Succeeded+tt.Failed+tt.InFlight {
+			t.Errorf("%s client %s: %d requests ≠ %d succeeded + %d failed + %d in flight",
+				where, c.Name, tt.Requests, tt.Succeeded, tt.Failed, tt.InFlight)
 		}
-		for _, run := range f.Runs {
-			r := mustRun(t, run.Scenario, run.Name)
-			for _, c := range r.Clients {
-				tt := c.Total
-				if tt.Requests != tt.Succeeded+tt.Failed+tt.InFlight {
-					t.Errorf("%s/%s client %s: %d requests ≠ %d succeeded + %d failed + %d in flight",
-						f.Path, run.Name, c.Name, tt.Requests, tt.Succeeded, tt.Failed, tt.InFlight)
-				}
-				if g := tt.GaveUp.Sum(); g != float64(tt.Failed) {
-					t.Errorf("%s/%s client %s: give-ups by reason sum to %v, failed %d", f.Path, run.Name, c.Name, g, tt.Failed)
-				}
-			}
-			for _, s := range r.Services {
-				tt := s.Total
-				if tt.Arrived != tt.Completed+tt.Shed+tt.Expired+tt.Hung+tt.Crashed+tt.Superseded+tt.Joined+tt.InSystem {
-					t.Errorf("%s/%s service %s: %d arrived ≠ %d completed + %d shed + %d expired + %d hung + %d crashed + %d superseded + %d joined + %d in system",
-						f.Path, run.Name, s.Name, tt.Arrived, tt.Completed, tt.Shed, tt.Expired, tt.Hung, tt.Crashed, tt.Superseded, tt.Joined, tt.InSystem)
-				}
-				if tt.Completed != tt.Goodput+tt.Wasted {
-					t.Errorf("%s/%s service %s: completed %d ≠ goodput %d + wasted %d", f.Path, run.Name, s.Name, tt.Completed, tt.Goodput, tt.Wasted)
-				}
-			}
+		if g := tt.GaveUp.Sum(); g != float64(tt.Failed) {
+			t.Errorf("%s client %s: give-ups by reason sum to %v, failed %d", where, c.Name, g, tt.Failed)
+		}
+	}
+	for _, s := range r.Services {
+		tt := s.Total
+		if tt.Arrived != tt.Completed+tt.Shed+tt.Expired+tt.Hung+tt.Crashed+tt.Superseded+tt.Joined+tt.InSystem {
+			t.Errorf("%s service %s: %d arrived ≠ %d completed + %d shed + %d expired + %d hung + %d crashed + %d superseded + %d joined + %d in system",
+				where, s.Name, tt.Arrived, tt.Completed, tt.Shed, tt.Expired, tt.Hung, tt.Crashed, tt.Superseded, tt.Joined, tt.InSystem)
+		}
+		if tt.Completed != tt.Goodput+tt.Wasted {
+			t.Errorf("%s service %s: completed %d ≠ goodput %d + wasted %d", where, s.Name, tt.Completed, tt.Goodput, tt.Wasted)
 		}
 	}
 }
