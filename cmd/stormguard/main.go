@@ -7,7 +7,7 @@
 //	stormguard analyze FILE [--run NAME] [--out DIR] [--json]
 //	stormguard lab [FILE] [--out DIR] [--seed N] [--json]
 //	stormguard fleet show|set …
-//	stormguard version
+//	stormguard version (or --version)
 //	stormguard help [COMMAND]
 //
 // Run `stormguard --help` for the details.
@@ -63,7 +63,8 @@ Commands:
   fleet     show or flip the fleet-wide dials (retries off, shed a fraction,
             limit override) and show a shared retry budget, kept in Redis
             for every process (stormguard help fleet)
-  version   print the version of stormguard and of Go
+  version   print the module version, the VCS revision it was built
+            from and the Go version (also: stormguard --version)
   help      print this help, or a command's (stormguard help sim)
 
 Exit status: 0 success, 1 error (a bad scenario file, a failed run),
@@ -127,11 +128,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runFleet(ctx, rest, stdout, stderr)
 	case "lab":
 		return runLab(ctx, rest, stdout, stderr)
-	case "version":
+	case "version", "-version", "--version":
 		if len(rest) > 0 {
 			return usageError{"version takes no arguments"}
 		}
-		fmt.Fprintf(stdout, "stormguard %s %s\n", version(), runtime.Version())
+		fmt.Fprintln(stdout, versionLine())
 		return nil
 	case "help", "-h", "-help", "--help":
 		switch {
@@ -156,10 +157,49 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// version is the module version the binary was built from, or "(devel)".
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+// versionLine is what `stormguard version` prints: the module version the
+// binary was built from ("(devel)" for a build inside a checkout), the VCS
+// revision and commit time when the build recorded them (a build from a
+// checkout does, `go install …@v1.2.3` does not: its version says it all),
+// "+dirty" for a build from a modified tree, and the Go version.
+func versionLine() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "stormguard (unknown: built without module support) " + runtime.Version()
 	}
-	return "(devel)"
+	return formatVersion(bi)
+}
+
+// formatVersion is versionLine on given build information.
+func formatVersion(bi *debug.BuildInfo) string {
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	line := "stormguard " + v
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		line += " revision " + rev
+		if dirty {
+			line += "+dirty"
+		}
+		if at != "" {
+			line += " (" + at + ")"
+		}
+	}
+	return line + " " + bi.GoVersion
 }

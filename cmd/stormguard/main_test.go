@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -167,9 +169,37 @@ func TestHelp(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	code, out, _ := runCmd(t, t.Context(), "version")
-	if code != exitOK || !strings.HasPrefix(out, "stormguard ") {
-		t.Errorf("exit %d, %q", code, out)
+	for _, arg := range []string{"version", "--version", "-version"} {
+		code, out, _ := runCmd(t, t.Context(), arg)
+		if code != exitOK || !strings.HasPrefix(out, "stormguard ") || !strings.Contains(out, runtime.Version()) {
+			t.Errorf("%s: exit %d, %q", arg, code, out)
+		}
+	}
+	if code, _, _ := runCmd(t, t.Context(), "version", "x"); code != exitUsage {
+		t.Errorf("version x: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestFormatVersion(t *testing.T) {
+	tests := []struct {
+		name string
+		bi   debug.BuildInfo
+		want string
+	}{
+		{"checkout", debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "21c51ce0123456789abcdef"}, {Key: "vcs.time", Value: "2026-12-02T11:22:36Z"}, {Key: "vcs.modified", Value: "false"}}},
+			"stormguard (devel) revision 21c51ce01234 (2026-12-02T11:22:36Z) go1.26.8"},
+		{"dirty", debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "true"}}},
+			"stormguard (devel) revision abc+dirty go1.26.8"},
+		{"go install @version", debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.3.0"}},
+			"stormguard v0.3.0 go1.26.8"},
+		{"go run of a file", debug.BuildInfo{GoVersion: "go1.26.8"}, "stormguard (devel) go1.26.8"},
+	}
+	for _, tt := range tests {
+		if got := formatVersion(&tt.bi); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }
 
