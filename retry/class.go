@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
+	"os"
 	"syscall"
 	"time"
 
@@ -105,9 +107,9 @@ func classify(ch Chain, err error, unknown Class) Class {
 	return unknown
 }
 
-// The interfaces the default classifiers look for with errors.As. Any error
-// type can take part by having the method; stormguard's shells produce
-// errors that have them.
+// The interfaces the default classifier looks for, as errors.As would. Any
+// error type can take part by having the method; stormguard's shells
+// produce errors that have them.
 type (
 	// HTTPStatuser is an error that carries an HTTP status code.
 	HTTPStatuser interface{ HTTPStatus() int }
@@ -136,9 +138,197 @@ type (
 //     A signal never makes a non-retryable error retryable.
 //
 // Everything else is unknown (ok = false).
+//
+// "Is" and "an X" mean what errors.Is and errors.As mean: anywhere in the
+// error's tree, the first X in errors.As's depth-first order. Default finds
+// them in one walk of the tree with type assertions, without reflection and
+// without allocating; only a tree in which some error has an As method is
+// classified with errors.As itself, so that the method is honoured.
 var Default Classifier = ClassifierFunc(defaultClassify)
 
 func defaultClassify(err error) (Class, bool) {
+	var s scan
+	s.walk(err)
+	if s.canceled {
+		return Canceled, true
+	}
+	if s.hasAs {
+		return classifyAs(err)
+	}
+	if s.classed != nil {
+		return s.classed.RetryClass(), true
+	}
+	c, ok := s.base()
+	// A server's signal can only stop a retry the error would otherwise
+	// allow: a 404 stays not retryable whatever headers came with it.
+	if (!ok || c.Retryable()) && s.signaler != nil {
+		if c, stop := stopClass(s.signaler.Signal()); stop {
+			return c, true
+		}
+	}
+	return c, ok
+}
+
+// stopClass is the class a server's signal imposes on a retryable or
+// unknown failure, if any.
+func stopClass(s Signal) (Class, bool) {
+	switch {
+	case s.Overload == wire.OverloadService || s.BadPushback:
+		return ServiceOverloaded, true
+	case s.Exhausted:
+		return RetriesExhausted, true
+	}
+	return 0, false
+}
+
+// The errors that errors.Is finds for step 3's Transient.
+var transientErrs = [...]error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
+	syscall.EPIPE, io.ErrUnexpectedEOF, io.EOF, net.ErrClosed}
+
+// scan is what the default classifier needs to know about an error tree:
+// the first error of each interface in errors.As's order, and whether
+// errors.Is would find each sentinel.
+type scan struct {
+	classed   Classed
+	http      HTTPStatuser
+	grpc      GRPCCoder
+	net       net.Error
+	signaler  Signaler
+	canceled  bool // context.Canceled or context.DeadlineExceeded
+	transient bool // one of transientErrs
+	opErr     bool // a *net.OpError
+	hasAs     bool // an error with an As method: errors.As must decide
+}
+
+// walk visits err's tree in the order errors.Is and errors.As do: the error,
+// then what Unwrap() error returns, or each error of Unwrap() []error in turn
+// (depth first). Nil errors end a branch.
+func (s *scan) walk(err error) {
+	for err != nil {
+		// stormguard's own wrappers: no interface checks, and a GiveUpError's
+		// two errors without allocating its Unwrap slice.
+		switch e := err.(type) {
+		case *SignalError:
+			if s.signaler == nil {
+				s.signaler = e
+			}
+			err = e.Err
+			continue
+		case *GiveUpError:
+			if s.classed == nil {
+				s.classed = e
+			}
+			s.walk(e.Reason)
+			err = e.Last
+			continue
+		// The standard library's network errors, by what their methods
+		// are: *net.OpError and *url.Error are net.Errors that unwrap,
+		// *os.SyscallError only unwraps, and a syscall.Errno is a
+		// net.Error whose Is method matches none of this file's targets.
+		case *net.OpError:
+			s.opErr = true
+			if s.net == nil {
+				s.net = e
+			}
+			err = e.Err
+			continue
+		case *url.Error:
+			if s.net == nil {
+				s.net = e
+			}
+			err = e.Err
+			continue
+		case *os.SyscallError:
+			err = e.Err
+			continue
+		case syscall.Errno:
+			switch e {
+			case syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE:
+				s.transient = true
+			}
+			if s.net == nil {
+				s.net = e
+			}
+			return
+		}
+		s.node(err)
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range e.Unwrap() {
+				s.walk(e)
+			}
+			return
+		default:
+			return
+		}
+	}
+}
+
+// node records what one error of the tree is.
+func (s *scan) node(err error) {
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		s.canceled = true
+	}
+	for _, t := range transientErrs {
+		if err == t {
+			s.transient = true
+		}
+	}
+	if x, ok := err.(interface{ Is(error) bool }); ok {
+		if x.Is(context.Canceled) || x.Is(context.DeadlineExceeded) {
+			s.canceled = true
+		}
+		for _, t := range transientErrs {
+			if x.Is(t) {
+				s.transient = true
+			}
+		}
+	}
+	if _, ok := err.(interface{ As(any) bool }); ok {
+		s.hasAs = true
+	}
+	if _, ok := err.(*net.OpError); ok {
+		s.opErr = true
+	}
+	if s.classed == nil {
+		s.classed, _ = err.(Classed)
+	}
+	if s.http == nil {
+		s.http, _ = err.(HTTPStatuser)
+	}
+	if s.grpc == nil {
+		s.grpc, _ = err.(GRPCCoder)
+	}
+	if s.net == nil {
+		s.net, _ = err.(net.Error)
+	}
+	if s.signaler == nil {
+		s.signaler, _ = err.(Signaler)
+	}
+}
+
+// base is step 3: the class by status code and network error, ignoring
+// signals.
+func (s *scan) base() (Class, bool) {
+	switch {
+	case s.http != nil:
+		return ClassifyHTTPStatus(s.http.HTTPStatus())
+	case s.grpc != nil:
+		return ClassifyGRPCCode(s.grpc.GRPCCode())
+	case s.net != nil && s.net.Timeout():
+		return Timeout, true
+	case s.transient, s.opErr:
+		return Transient, true
+	}
+	return 0, false
+}
+
+// classifyAs is [Default] written with errors.Is and errors.As, for error
+// trees in which an As method may claim a target. It is the definition the
+// walk above follows.
+func classifyAs(err error) (Class, bool) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return Canceled, true
 	}
@@ -146,26 +336,19 @@ func defaultClassify(err error) (Class, bool) {
 	if errors.As(err, &cl) {
 		return cl.RetryClass(), true
 	}
-	c, ok := baseClass(err)
-	// A server's signal can only stop a retry the error would otherwise
-	// allow: a 404 stays not retryable whatever headers came with it.
+	c, ok := baseClassAs(err)
 	if !ok || c.Retryable() {
 		var sg Signaler
 		if errors.As(err, &sg) {
-			s := sg.Signal()
-			switch {
-			case s.Overload == wire.OverloadService || s.BadPushback:
-				return ServiceOverloaded, true
-			case s.Exhausted:
-				return RetriesExhausted, true
+			if c, stop := stopClass(sg.Signal()); stop {
+				return c, true
 			}
 		}
 	}
 	return c, ok
 }
 
-// baseClass classifies by status code and network error, ignoring signals.
-func baseClass(err error) (Class, bool) {
+func baseClassAs(err error) (Class, bool) {
 	var hs HTTPStatuser
 	if errors.As(err, &hs) {
 		return ClassifyHTTPStatus(hs.HTTPStatus())
@@ -178,10 +361,10 @@ func baseClass(err error) (Class, bool) {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return Timeout, true
 	}
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-		return Transient, true
+	for _, t := range transientErrs {
+		if errors.Is(err, t) {
+			return Transient, true
+		}
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) {
@@ -271,11 +454,24 @@ func (e *SignalError) Error() string  { return e.Err.Error() }
 func (e *SignalError) Unwrap() error  { return e.Err }
 func (e *SignalError) Signal() Signal { return e.Sig }
 
-// signalOf extracts the signal from an error chain.
+// signalOf extracts the signal from an error chain: the first Signaler's, as
+// errors.As finds it, without reflection unless some error in the chain has
+// an As method.
 func signalOf(err error) Signal {
-	var sg Signaler
-	if err != nil && errors.As(err, &sg) {
-		return sg.Signal()
+	if err == nil {
+		return Signal{}
+	}
+	var s scan
+	s.walk(err)
+	if s.hasAs {
+		var sg Signaler
+		if errors.As(err, &sg) {
+			return sg.Signal()
+		}
+		return Signal{}
+	}
+	if s.signaler != nil {
+		return s.signaler.Signal()
 	}
 	return Signal{}
 }

@@ -218,3 +218,90 @@ func TestDefaultClassifyTable(t *testing.T) {
 		}
 	}
 }
+
+// TestWalkMatchesErrorsAs checks the walk against classifyAs, the same rules
+// written with errors.Is and errors.As, and signalOf against errors.As, on
+// every error of the table (for trees with an As method both take the
+// errors.As path, so those rows check nothing new).
+func TestWalkMatchesErrorsAs(t *testing.T) {
+	for _, tt := range classTable {
+		gotC, gotOK := defaultClassify(tt.err)
+		wantC, wantOK := classifyAs(tt.err)
+		if gotC != wantC || gotOK != wantOK {
+			t.Errorf("%s: walk gives %v, %v; errors.As gives %v, %v", tt.name, gotC, gotOK, wantC, wantOK)
+		}
+		var want Signal
+		var sg Signaler
+		if errors.As(tt.err, &sg) {
+			want = sg.Signal()
+		}
+		if got := signalOf(tt.err); got != want {
+			t.Errorf("%s: signalOf = %+v, errors.As gives %+v", tt.name, got, want)
+		}
+	}
+}
+
+// TestClassifyCommonErrorsDoNotAllocate: the errors a retrier sees on the
+// failing path, wrapped or not, are classified and their signals read
+// without allocating.
+func TestClassifyCommonErrorsDoNotAllocate(t *testing.T) {
+	common := []struct {
+		name string
+		err  error
+	}{
+		{"canceled", context.Canceled},
+		{"wrapped deadline", wrap(context.DeadlineExceeded)},
+		{"url deadline", &url.Error{Op: "Get", URL: "http://x", Err: context.DeadlineExceeded}},
+		{"op refused", &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}},
+		{"url op reset", &url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "read", Err: &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}}}},
+		{"op timeout", &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}},
+		{"eof", wrap(io.EOF)},
+		{"status 503", &ptrStatus{code: 503}},
+		{"signal 503", &SignalError{Err: &ptrStatus{code: 503}, Sig: Signal{Overload: wire.OverloadService}}},
+		{"wrapped signal 429", wrap(&SignalError{Err: &ptrStatus{code: 429}, Sig: Signal{HasPushback: true}})},
+		{"grpc unavailable", wrap(grpcErr(14))},
+		{"classed", classedErr(Throttling)},
+		{"giveup", &GiveUpError{Reason: ErrAttemptsExhausted, Last: &ptrStatus{code: 503}, Attempts: 3}},
+		{"giveup 1 attempt", &GiveUpError{Reason: ErrDeadline, Last: wrap(io.EOF), Attempts: 1}},
+		{"joined", errors.Join(io.ErrUnexpectedEOF, &ptrStatus{code: 502})},
+		{"plain", errors.New("unknown")},
+	}
+	r := MustNew(Policy{})
+	for _, tt := range common {
+		var sink Class
+		var sig Signal
+		allocs := testing.AllocsPerRun(100, func() {
+			sink = r.Classify(tt.err)
+			sig = signalOf(tt.err)
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per classification, want 0 (class %v, signal %+v)", tt.name, allocs, sink, sig)
+		}
+	}
+}
+
+// BenchmarkDefaultClassify: the walk against the same rules written with
+// errors.Is and errors.As, on errors a retrier commonly sees.
+func BenchmarkDefaultClassify(b *testing.B) {
+	errs := []struct {
+		name string
+		err  error
+	}{
+		{"timeout", netErr{true}},
+		{"op-refused", &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}},
+		{"signal-503", &SignalError{Err: &ptrStatus{code: 503}, Sig: Signal{HasPushback: true}}},
+	}
+	for _, e := range errs {
+		for _, impl := range []struct {
+			name string
+			f    func(error) (Class, bool)
+		}{{"walk", defaultClassify}, {"errors.As", classifyAs}} {
+			b.Run(e.name+"/"+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					impl.f(e.err)
+				}
+			})
+		}
+	}
+}
