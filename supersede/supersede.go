@@ -15,11 +15,31 @@
 // as it would be.
 //
 // The Table is a deterministic core: time is an argument, it never reads
-// the clock, and it is not safe for concurrent use (the admission gate
-// holds its lock around it; the simulator runs it on one goroutine). Its
-// memory is bounded: at most Max keys, each forgotten TTL after it was last
-// seen; when full, a new key is not tracked (the request is served as if it
-// had none) rather than evicting one that is.
+// the clock, and it is not safe for concurrent use. The admission gate
+// (package admit, under httpx.Server and grpcx.Server) calls it under its
+// own mutex; the simulator runs it on its one goroutine. Both drive the
+// same rules.
+//
+// # Bounds
+//
+// Its memory is bounded whatever the callers send:
+//
+//   - at most Max keys. When the table is full a new key is not tracked
+//     ([Untracked]: the request is served as if it had none) rather than
+//     evicting one that is;
+//   - at most MaxWaiters requests wait for one key's twin in service
+//     ([WithMaxWaiters]); one more is refused ([Refuse]), and the shell
+//     answers it at once rather than holding it;
+//   - a key is forgotten TTL after it was last seen (an arrival with it, or
+//     its request starting), unless requests wait on it: a key whose
+//     request in service has waiters lives until [Table.DoneAt] hands them
+//     over, so that no waiter is ever dropped unanswered.
+//
+// A key forgotten by its TTL while its request is still queued or in
+// service may be taken by a newer request with the same key. A shell whose
+// requests can outlive the TTL asks [Table.Held] before it calls
+// [Table.StartAt] or [Table.DoneAt] for a request, so that it never acts on
+// the newer one's behalf.
 package supersede
 
 import (
@@ -64,8 +84,7 @@ func ParseKey(v string) (string, error) {
 type Action uint8
 
 const (
-	// Serve: no twin held; the request is tracked and goes on as usual
-	// (or, Untracked, the table is full and it goes on untracked).
+	// Serve: no twin held; the request is tracked and goes on as usual.
 	Serve Action = iota
 	// Replace: a twin is queued; answer it "superseded" (Decision.Old) and
 	// queue the newcomer in its place.
@@ -74,7 +93,20 @@ const (
 	Join
 	// Untracked: the table is full; the request is served without one.
 	Untracked
+	// Refuse: a twin is in service and MaxWaiters requests already wait
+	// for it; refuse the newcomer at once (it is not tracked).
+	Refuse
 )
+
+var actionNames = [...]string{"serve", "replace", "join", "untracked", "refuse"}
+
+// String returns the action's name, such as "replace".
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("supersede.Action(%d)", uint8(a))
+}
 
 // Decision is [Table.ArriveAt]'s answer. Old is the queued twin to answer
 // "superseded" when the action is Replace.
@@ -86,37 +118,69 @@ type Decision[T any] struct {
 type entry[T any] struct {
 	queued   bool // the held request waits in the queue (else in service)
 	held     T
-	waiters  []T
+	waiters  []T // only while in service; at most maxWaiters
 	lastSeen time.Time
 }
 
 // Table holds the keys of the requests a server queues or serves. K is the
-// key's type (the header's string; the simulator's number), T the caller's
-// handle of a request (a queue handle, a simulator's attempt id).
-// The zero Table is not usable: build one with [New].
-type Table[K comparable, T any] struct {
-	max     int
-	ttl     time.Duration
-	entries map[K]*entry[T]
-	sweepAt time.Time
-	stats   Stats
+// key's type (a hash of the header's value and its scope; the simulator's
+// number), T the caller's handle of a request (a waiter, a simulator's
+// attempt id): comparable, so that [Table.Held] and [Table.LeaveAt] can
+// tell one request from another. The zero Table is not usable: build one
+// with [New].
+type Table[K comparable, T comparable] struct {
+	max        int
+	maxWaiters int
+	ttl        time.Duration
+	entries    map[K]*entry[T]
+	sweepAt    time.Time
+	stats      Stats
 }
 
 // Stats counts what the table decided.
 type Stats struct {
-	Superseded, Joined, Untracked uint64
+	Superseded, Joined, Untracked, Refused uint64
+}
+
+// Defaults of the options.
+const (
+	// DefaultMaxWaiters bounds the requests that wait for one key's
+	// request in service. A person taps five or six times; a client's
+	// retries are a handful; sixteen leaves room and bounds a thumb that
+	// does not stop.
+	DefaultMaxWaiters = 16
+)
+
+// Option changes a [Table] built by [New].
+type Option func(*options)
+
+type options struct{ maxWaiters int }
+
+// WithMaxWaiters bounds the requests that wait for one key's request in
+// service to n [DefaultMaxWaiters]; the next is refused ([Refuse]). n ≤ 0
+// keeps the default.
+func WithMaxWaiters(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxWaiters = n
+		}
+	}
 }
 
 // New returns a Table of at most max keys (0: DefaultMax), each forgotten ttl
-// after it was last seen (0: DefaultTTL).
-func New[K comparable, T any](max int, ttl time.Duration) *Table[K, T] {
+// after it was last seen (0: DefaultTTL) unless requests wait on it.
+func New[K comparable, T comparable](max int, ttl time.Duration, opts ...Option) *Table[K, T] {
 	if max <= 0 {
 		max = DefaultMax
 	}
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Table[K, T]{max: max, ttl: ttl, entries: map[K]*entry[T]{}}
+	o := options{maxWaiters: DefaultMaxWaiters}
+	for _, f := range opts {
+		f(&o)
+	}
+	return &Table[K, T]{max: max, maxWaiters: o.maxWaiters, ttl: ttl, entries: map[K]*entry[T]{}}
 }
 
 // Len returns the number of keys held.
@@ -125,13 +189,26 @@ func (t *Table[K, T]) Len() int { return len(t.entries) }
 // Stats returns the counts so far.
 func (t *Table[K, T]) Stats() Stats { return t.stats }
 
+// expired reports whether e may be forgotten at now: not seen for a TTL,
+// and nobody waits on it.
+func (t *Table[K, T]) expired(now time.Time, e *entry[T]) bool {
+	return len(e.waiters) == 0 && now.Sub(e.lastSeen) >= t.ttl
+}
+
 // ArriveAt decides what request h with key does when it arrives at now,
 // queued (the server is about to queue it) or not (it is about to start
-// service at once).
+// service at once):
+//
+//	key held?                     action      the table then holds
+//	no (or forgotten by the TTL)  Serve       h, queued or in service
+//	no, and the table is full     Untracked   nothing for h
+//	yes, its request queued       Replace     h in the twin's place; Old is the twin
+//	yes, its request in service   Join        h among its waiters
+//	  … with MaxWaiters waiting   Refuse      nothing for h
 func (t *Table[K, T]) ArriveAt(now time.Time, key K, h T, queued bool) Decision[T] {
 	t.sweep(now)
 	e, ok := t.entries[key]
-	if ok && now.Sub(e.lastSeen) >= t.ttl {
+	if ok && t.expired(now, e) {
 		delete(t.entries, key)
 		ok = false
 	}
@@ -143,17 +220,33 @@ func (t *Table[K, T]) ArriveAt(now time.Time, key K, h T, queued bool) Decision[
 		t.entries[key] = &entry[T]{queued: queued, held: h, lastSeen: now}
 		return Decision[T]{Action: Serve}
 	}
-	e.lastSeen = now
 	if e.queued {
+		e.lastSeen = now
 		old := e.held
 		e.held = h
 		e.queued = queued
 		t.stats.Superseded++
 		return Decision[T]{Action: Replace, Old: old}
 	}
+	if len(e.waiters) >= t.maxWaiters {
+		t.stats.Refused++
+		return Decision[T]{Action: Refuse}
+	}
+	e.lastSeen = now
 	e.waiters = append(e.waiters, h)
 	t.stats.Joined++
 	return Decision[T]{Action: Join}
+}
+
+// Held returns the request that holds key and whether it is queued; ok is
+// false if the table does not hold key. A shell asks it to check that a
+// request it is about to start or end is still the one the table holds.
+func (t *Table[K, T]) Held(key K) (h T, queued, ok bool) {
+	e, ok := t.entries[key]
+	if !ok {
+		return h, false, false
+	}
+	return e.held, e.queued, true
 }
 
 // StartAt records that the held request of key starts service.
@@ -164,9 +257,30 @@ func (t *Table[K, T]) StartAt(now time.Time, key K) {
 	}
 }
 
+// LeaveAt takes waiter h of key off its list (its caller went away before
+// the result came) and reports whether it was there. It does not count as
+// the key being seen.
+func (t *Table[K, T]) LeaveAt(now time.Time, key K, h T) bool {
+	e, ok := t.entries[key]
+	if !ok {
+		return false
+	}
+	for i, w := range e.waiters {
+		if w == h {
+			last := len(e.waiters) - 1
+			copy(e.waiters[i:], e.waiters[i+1:])
+			var zero T
+			e.waiters[last] = zero
+			e.waiters = e.waiters[:last]
+			return true
+		}
+	}
+	return false
+}
+
 // DoneAt records that the held request of key ended (served, shed, expired,
-// dropped) and returns the requests that joined it, to be answered with its
-// result; the key is forgotten.
+// dropped) and returns the requests that joined it, in the order they
+// came, to be answered with its result; the key is forgotten.
 func (t *Table[K, T]) DoneAt(now time.Time, key K) []T {
 	e, ok := t.entries[key]
 	if !ok {
@@ -176,14 +290,15 @@ func (t *Table[K, T]) DoneAt(now time.Time, key K) []T {
 	return e.waiters
 }
 
-// sweep forgets keys not seen for a TTL, at most once per TTL/4.
+// sweep forgets keys not seen for a TTL that nobody waits on, at most once
+// per TTL/4.
 func (t *Table[K, T]) sweep(now time.Time) {
 	if now.Before(t.sweepAt) {
 		return
 	}
 	t.sweepAt = now.Add(t.ttl / 4)
 	for k, e := range t.entries {
-		if now.Sub(e.lastSeen) >= t.ttl && len(e.waiters) == 0 {
+		if t.expired(now, e) {
 			delete(t.entries, k)
 		}
 	}

@@ -10,56 +10,116 @@ import (
 func TestTable(t *testing.T) {
 	t0 := time.Unix(100, 0)
 	type step struct {
-		op     string // arrive-q, arrive-s (start at once), start, done
+		op     string // arrive-q, arrive-s (start at once), start, done, leave
+		at     time.Duration
 		key    string
 		h      int
-		want   Action
-		old    int
-		joined []int
+		want   Action // arrive
+		old    int    // arrive: Decision.Old when want is Replace
+		joined []int  // done: the waiters handed over; leave: [1] if h left
 	}
 	tests := []struct {
 		name  string
 		steps []step
+		stats Stats
 	}{
 		{"a newer tap replaces a queued one", []step{
-			{"arrive-q", "k", 1, Serve, 0, nil},
-			{"arrive-q", "k", 2, Replace, 1, nil},
-			{"arrive-q", "k", 3, Replace, 2, nil},
-			{"start", "k", 0, 0, 0, nil},
-			{"done", "k", 0, 0, 0, []int{}},
-		}},
+			{op: "arrive-q", key: "k", h: 1, want: Serve},
+			{op: "arrive-q", key: "k", h: 2, want: Replace, old: 1},
+			{op: "arrive-q", key: "k", h: 3, want: Replace, old: 2},
+			{op: "start", key: "k"},
+			{op: "done", key: "k", joined: []int{}},
+		}, Stats{Superseded: 2}},
 		{"a tap whose twin is in service waits for it", []step{
-			{"arrive-s", "k", 1, Serve, 0, nil},
-			{"arrive-q", "k", 2, Join, 0, nil},
-			{"arrive-s", "k", 3, Join, 0, nil},
-			{"done", "k", 0, 0, 0, []int{2, 3}},
-			{"arrive-q", "k", 4, Serve, 0, nil}, // forgotten after done
-		}},
+			{op: "arrive-s", key: "k", h: 1, want: Serve},
+			{op: "arrive-q", key: "k", h: 2, want: Join},
+			{op: "arrive-s", key: "k", h: 3, want: Join},
+			{op: "done", key: "k", joined: []int{2, 3}},
+			{op: "arrive-q", key: "k", h: 4, want: Serve}, // forgotten after done
+		}, Stats{Joined: 2}},
+		{"a queued twin that starts is joined, not replaced", []step{
+			{op: "arrive-q", key: "k", h: 1, want: Serve},
+			{op: "start", key: "k"},
+			{op: "arrive-q", key: "k", h: 2, want: Join},
+			{op: "done", key: "k", joined: []int{2}},
+		}, Stats{Joined: 1}},
 		{"keys apart", []step{
-			{"arrive-q", "a", 1, Serve, 0, nil},
-			{"arrive-q", "b", 2, Serve, 0, nil},
-			{"arrive-q", "a", 3, Replace, 1, nil},
-		}},
+			{op: "arrive-q", key: "a", h: 1, want: Serve},
+			{op: "arrive-q", key: "b", h: 2, want: Serve},
+			{op: "arrive-q", key: "a", h: 3, want: Replace, old: 1},
+		}, Stats{Superseded: 1}},
+		{"waiters are bounded: the fifth is refused", []step{
+			{op: "arrive-s", key: "k", h: 1, want: Serve},
+			{op: "arrive-q", key: "k", h: 2, want: Join},
+			{op: "arrive-q", key: "k", h: 3, want: Join},
+			{op: "arrive-q", key: "k", h: 4, want: Join},
+			{op: "arrive-q", key: "k", h: 5, want: Join},
+			{op: "arrive-q", key: "k", h: 6, want: Refuse},
+			{op: "leave", key: "k", h: 3, joined: []int{1}},
+			{op: "leave", key: "k", h: 3, joined: []int{}}, // already gone
+			{op: "arrive-q", key: "k", h: 7, want: Join}, // room again
+			{op: "done", key: "k", joined: []int{2, 4, 5, 7}},
+		}, Stats{Joined: 5, Refused: 1}},
+		{"a key in service past its TTL keeps its waiters", []step{
+			{op: "arrive-s", key: "k", h: 1, want: Serve},
+			{op: "arrive-q", at: time.Second, key: "k", h: 2, want: Join},
+			{op: "arrive-q", at: 5 * time.Second, key: "x", h: 9, want: Serve}, // sweeps
+			{op: "arrive-q", at: 6 * time.Second, key: "k", h: 3, want: Join},
+			{op: "done", at: 9 * time.Second, key: "k", joined: []int{2, 3}},
+		}, Stats{Joined: 2}},
+		{"a key in service past its TTL with nobody waiting is forgotten", []step{
+			{op: "arrive-s", key: "k", h: 1, want: Serve},
+			{op: "arrive-q", at: 2 * time.Second, key: "k", h: 2, want: Serve},
+			{op: "done", at: 3 * time.Second, key: "k", joined: []int{}},
+		}, Stats{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tab := New[string, int](0, 0)
+			tab := New[string, int](0, 2*time.Second, WithMaxWaiters(4))
 			for i, s := range tt.steps {
+				now := t0.Add(s.at)
 				switch s.op {
 				case "arrive-q", "arrive-s":
-					d := tab.ArriveAt(t0, s.key, s.h, s.op == "arrive-q")
+					d := tab.ArriveAt(now, s.key, s.h, s.op == "arrive-q")
 					if d.Action != s.want || (d.Action == Replace && d.Old != s.old) {
-						t.Errorf("step %d: ArriveAt(%s, %d) = %+v, want %v (old %d)", i, s.key, s.h, d, s.want, s.old)
+						t.Errorf("step %d: ArriveAt(%s, %d) = %v (old %d), want %v (old %d)", i, s.key, s.h, d.Action, d.Old, s.want, s.old)
 					}
 				case "start":
-					tab.StartAt(t0, s.key)
+					tab.StartAt(now, s.key)
 				case "done":
-					if got := tab.DoneAt(t0, s.key); fmt.Sprint(got) != fmt.Sprint(s.joined) && !(len(got) == 0 && len(s.joined) == 0) {
+					if got := tab.DoneAt(now, s.key); fmt.Sprint(got) != fmt.Sprint(s.joined) && !(len(got) == 0 && len(s.joined) == 0) {
 						t.Errorf("step %d: DoneAt = %v, want %v", i, got, s.joined)
+					}
+				case "leave":
+					if got := tab.LeaveAt(now, s.key, s.h); got != (len(s.joined) == 1) {
+						t.Errorf("step %d: LeaveAt(%s, %d) = %v, want %v", i, s.key, s.h, got, len(s.joined) == 1)
 					}
 				}
 			}
+			if got := tab.Stats(); got != tt.stats {
+				t.Errorf("stats %+v, want %+v", got, tt.stats)
+			}
 		})
+	}
+}
+
+// Held tells a shell whether a request still holds its key: after the TTL
+// forgot it and a newer request took the key, the older one's end must not
+// end the newer's.
+func TestHeld(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	tab := New[string, int](0, time.Second)
+	if _, _, ok := tab.Held("k"); ok {
+		t.Fatal("an empty table holds k")
+	}
+	tab.ArriveAt(t0, "k", 1, true)
+	if h, queued, ok := tab.Held("k"); h != 1 || !queued || !ok {
+		t.Errorf("Held = %d, %v, %v; want 1, queued", h, queued, ok)
+	}
+	tab.StartAt(t0, "k")
+	tab.ArriveAt(t0.Add(2*time.Second), "k", 2, false) // 1 is forgotten
+	if h, queued, ok := tab.Held("k"); h != 2 || queued || !ok {
+		t.Errorf("Held = %d, %v, %v; want 2, in service", h, queued, ok)
 	}
 }
 
@@ -82,6 +142,18 @@ func TestBounded(t *testing.T) {
 	}
 	if s := tab.Stats(); s.Untracked != 1 {
 		t.Errorf("stats %+v", s)
+	}
+	// A thumb that does not stop: waiters are bounded at the default.
+	tab = New[string, int](0, 0)
+	tab.ArriveAt(t0, "k", 0, false)
+	var refused int
+	for i := 1; i <= 1000; i++ {
+		if tab.ArriveAt(t0, "k", i, true).Action == Refuse {
+			refused++
+		}
+	}
+	if got := len(tab.DoneAt(t0, "k")); got != DefaultMaxWaiters || refused != 1000-DefaultMaxWaiters {
+		t.Errorf("%d waiters handed over, %d refused; want %d and %d", got, refused, DefaultMaxWaiters, 1000-DefaultMaxWaiters)
 	}
 }
 
