@@ -54,7 +54,7 @@ Flags (before or after FILE; -flag and --flag are the same):
   -h, --help  print this help
 
 Exit status: 0 no finding of severity error, 1 at least one (so it can gate
-CI) or a bad scenario file, 2 usage error.
+CI), 2 usage error or bad input (a missing or invalid scenario file).
 `
 
 // findingsError is the error that makes analyze exit with status 1 when a
@@ -91,11 +91,11 @@ func runAnalyze(_ context.Context, args []string, stdout, _ io.Writer) error {
 	}
 	file, err := sim.Load(pos[0])
 	if err != nil {
-		return err
+		return badInput(err)
 	}
 	rep, err := analyze.File(file)
 	if err != nil {
-		return fmt.Errorf("%s: %w", pos[0], err)
+		return badInput(fmt.Errorf("%s: %w", pos[0], err))
 	}
 	if only != "" {
 		if rep, err = selectRun(rep, only); err != nil {

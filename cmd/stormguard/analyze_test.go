@@ -41,8 +41,8 @@ func TestAnalyzeExitStatus(t *testing.T) {
 		{"unknown flag", []string{"analyze", threeTier, "--bogus", "x"}, exitUsage, "", "flag provided but not defined: -bogus"},
 		{"--out without a directory", []string{"analyze", threeTier, "--out"}, exitUsage, "", "flag needs an argument: -out"},
 		{"unknown run", []string{"analyze", threeTier, "--run", "nope"}, exitUsage, "", `no run "nope" in ` + threeTier + " (runs: naive, stormguard)"},
-		{"missing file", []string{"analyze", "nonexistent.yaml"}, exitError, "", "no such file or directory"},
-		{"bad file", []string{"analyze", bad}, exitError, "", "bad-unknown-field.yaml:"},
+		{"missing file", []string{"analyze", "nonexistent.yaml"}, exitUsage, "", "no such file or directory"},
+		{"bad file", []string{"analyze", bad}, exitUsage, "", "bad-unknown-field.yaml:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errs := runCmd(t, t.Context(), c.args...)

@@ -62,7 +62,7 @@ Keep a password file out of repositories and readable by its owner only
 (a warning says so if others can read it).
 
 Exit status: 0 success, 1 error (Redis unreachable or refusing),
-2 usage error.
+2 usage error or bad input (an unreadable --password-file).
 `
 
 // fleetFlags are the flags shared by the fleet commands.
@@ -108,12 +108,12 @@ func (f *fleetFlags) resolvePassword(stderr io.Writer) (string, error) {
 	}
 	file, err := os.Open(f.passwordFile)
 	if err != nil {
-		return "", fmt.Errorf("fleet: --password-file: %w", err)
+		return "", badInput(fmt.Errorf("fleet: --password-file: %w", err))
 	}
 	defer file.Close()
 	if st, err := file.Stat(); err == nil {
 		if !st.Mode().IsRegular() {
-			return "", fmt.Errorf("fleet: --password-file %s: not a regular file", f.passwordFile)
+			return "", badInput(fmt.Errorf("fleet: --password-file %s: not a regular file", f.passwordFile))
 		}
 		if st.Mode().Perm()&0o077 != 0 {
 			fmt.Fprintf(stderr, "stormguard fleet: warning: --password-file %s can be read by other users (mode %v); chmod 600 it\n", f.passwordFile, st.Mode().Perm())
@@ -124,12 +124,12 @@ func (f *fleetFlags) resolvePassword(stderr io.Writer) (string, error) {
 		return "", fmt.Errorf("fleet: --password-file %s: %w", f.passwordFile, err)
 	}
 	if len(b) > maxPasswordFile {
-		return "", fmt.Errorf("fleet: --password-file %s: longer than %d bytes, not a password file", f.passwordFile, maxPasswordFile)
+		return "", badInput(fmt.Errorf("fleet: --password-file %s: longer than %d bytes, not a password file", f.passwordFile, maxPasswordFile))
 	}
 	pw, _, _ := strings.Cut(string(b), "\n")
 	pw = strings.TrimSuffix(pw, "\r")
 	if pw == "" {
-		return "", fmt.Errorf("fleet: --password-file %s: the first line is empty", f.passwordFile)
+		return "", badInput(fmt.Errorf("fleet: --password-file %s: the first line is empty", f.passwordFile))
 	}
 	return pw, nil
 }

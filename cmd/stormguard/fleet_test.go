@@ -144,10 +144,10 @@ func TestFleetPasswordFile(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--password-file", filepath.Join(dir, "missing")}, exitError, "--password-file: open " + filepath.Join(dir, "missing")},
-		{[]string{"--password-file", write("empty", "\n", 0o600)}, exitError, "the first line is empty"},
-		{[]string{"--password-file", dir}, exitError, "not a regular file"},
-		{[]string{"--password-file", write("big", strings.Repeat("x", 70<<10), 0o600)}, exitError, "not a password file"},
+		{[]string{"--password-file", filepath.Join(dir, "missing")}, exitUsage, "--password-file: open " + filepath.Join(dir, "missing")},
+		{[]string{"--password-file", write("empty", "\n", 0o600)}, exitUsage, "the first line is empty"},
+		{[]string{"--password-file", dir}, exitUsage, "not a regular file"},
+		{[]string{"--password-file", write("big", strings.Repeat("x", 70<<10), 0o600)}, exitUsage, "not a password file"},
 		{[]string{"--password-file", good, "--password", "s3cret"}, exitUsage, "not both"},
 	} {
 		code, _, errs := runCmd(t, t.Context(), append([]string{"fleet", "show"}, c.args...)...)

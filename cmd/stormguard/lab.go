@@ -56,8 +56,9 @@ Flags (before or after FILE; -flag and --flag are the same):
 A progress bar appears on stderr when it is a terminal. Ctrl-C stops the
 run and every process it started.
 
-Exit status: 0 success, 1 error (a bad scenario file, a scenario the lab
-cannot run, a role that failed), 2 usage error, 130 interrupted (Ctrl-C).
+Exit status: 0 success (whatever the verdicts), 1 a role that failed, 2
+usage error or bad input (a missing or invalid scenario file, a scenario
+the lab cannot run), 130 interrupted (Ctrl-C).
 `
 
 // labExecutable is the binary the lab's roles run as; tests replace it.
@@ -87,7 +88,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		file, err = sim.Load(pos[0])
 	}
 	if err != nil {
-		return err
+		return badInput(err)
 	}
 	var errs []error
 	for i := range file.Runs {
@@ -99,7 +100,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return badInput(err)
 	}
 	name := file.Base.Name
 	if name == "" {

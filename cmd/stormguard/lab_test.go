@@ -70,7 +70,7 @@ func TestLabUsageErrors(t *testing.T) {
 func TestLabRejectsScenario(t *testing.T) {
 	file := filepath.Join("..", "..", "examples", "three-tier.yaml")
 	code, _, errs := runCmd(t, t.Context(), "lab", file)
-	if code != exitError || !strings.Contains(errs, "lab: ") || !strings.Contains(errs, "run naive") {
+	if code != exitUsage || !strings.Contains(errs, "lab: ") || !strings.Contains(errs, "run naive") {
 		t.Errorf("exit %d, stderr %q", code, errs)
 	}
 }

@@ -67,9 +67,10 @@ Commands:
             from and the Go version (also: stormguard --version)
   help      print this help, or a command's (stormguard help sim)
 
-Exit status: 0 success, 1 error (a bad scenario file, a failed run),
-2 usage error (an unknown command or flag) or input beyond a limit (see
-stormguard help sim), 130 interrupted (Ctrl-C, SIGTERM).
+Exit status: 0 success, 1 findings or a failure (analyze's errors, a run
+or a lab role that failed), 2 usage error or bad input (an unknown command
+or flag, a missing or invalid file, input beyond a limit: see stormguard
+help sim), 130 interrupted (Ctrl-C, SIGTERM).
 `
 
 func main() {
@@ -91,6 +92,23 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// inputError is input a command cannot use — a scenario file that is
+// missing, unreadable or invalid, parts of a sweep that do not fit
+// together: exit status 2, like a mistake in the command line, so that 1
+// keeps its one meaning: findings, or a judged failure.
+type inputError struct{ err error }
+
+func (e inputError) Error() string { return e.err.Error() }
+func (e inputError) Unwrap() error { return e.err }
+
+// badInput marks err, if not nil, as an inputError.
+func badInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	return inputError{err}
+}
+
 // exit prints err, one "stormguard: " line per line of it, and returns the
 // exit status it calls for.
 func exit(err error, stderr io.Writer) int {
@@ -101,8 +119,9 @@ func exit(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "stormguard: %s\n", line)
 	}
 	var u usageError
+	var in inputError
 	switch {
-	case errors.As(err, &u):
+	case errors.As(err, &u), errors.As(err, &in):
 		return exitUsage
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted

@@ -68,8 +68,10 @@ any run within a fraction of a second.
 A progress bar appears on stderr when it is a terminal and the runs take
 more than 2 s.
 
-Exit status: 0 success, 1 error (a bad scenario file, a failed run),
-2 usage error or a run beyond a limit, 130 interrupted (Ctrl-C, SIGTERM).
+Exit status: 0 success (whatever the verdicts: a metastable run is a
+result, not an error), 1 a run that failed, 2 usage error or bad input (a
+missing or invalid scenario file, a run beyond a limit), 130 interrupted
+(Ctrl-C, SIGTERM).
 `
 
 // simFlags are the flags of sim (and lab), but for the limits.
@@ -406,7 +408,8 @@ func load(pos []string) (sim.File, error) {
 	if len(pos) == 0 {
 		return sim.Parse(examples.DefaultName, examples.Default())
 	}
-	return sim.Load(pos[0])
+	f, err := sim.Load(pos[0])
+	return f, badInput(err)
 }
 
 // simulate runs every run, at most GOMAXPROCS at once, and returns the

@@ -164,9 +164,9 @@ shard must be run with the same file, seed and flags (merge checks).
 The same file, seed and flags give the same result, byte for byte, whatever
 --workers and --shard.
 
-Exit status: 0 success, 1 error (a bad scenario file, a failed run, shards
-that do not fit together), 2 usage error or a sweep beyond a limit,
-130 interrupted (Ctrl-C, SIGTERM).
+Exit status: 0 success, 1 a run that failed, 2 usage error or bad input
+(a missing or invalid scenario file, shards that do not fit together, a
+sweep beyond a limit), 130 interrupted (Ctrl-C, SIGTERM).
 `
 
 // sweepFlags are the flags of sweep.
@@ -449,7 +449,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// A flag's value (or what the defaults make of it): the flag's fault.
 		return usageError{fmt.Sprintf("sweep: --%s %s: %s", oe.Option, oe.Value, oe.Msg)}
 	case err != nil:
-		return sweepPrefixErr(file.Path+": ", err)
+		return badInput(sweepPrefixErr(file.Path+": ", err))
 	}
 	start := time.Now()
 	bar := newSweepProgress(stderr)
@@ -477,7 +477,8 @@ func loadSweep(pos []string) (sim.File, error) {
 		}
 		return sim.Parse(sweepDefaultName, data)
 	}
-	return sim.Load(pos[0])
+	f, err := sim.Load(pos[0])
+	return f, badInput(err)
 }
 
 // sweepPrefixErr puts prefix before every line of err.
@@ -536,7 +537,7 @@ func runSweepMerge(args []string, stdout io.Writer) error {
 	for _, p := range pos {
 		fi, err := os.Stat(p)
 		if err != nil {
-			return err
+			return badInput(err)
 		}
 		if !fi.IsDir() {
 			paths = append(paths, p)
@@ -544,7 +545,7 @@ func runSweepMerge(args []string, stdout io.Writer) error {
 		}
 		found, _ := filepath.Glob(filepath.Join(p, "shard-*-of-*.json"))
 		if len(found) == 0 {
-			return fmt.Errorf("%s holds no shard-I-of-N.json", p)
+			return badInput(fmt.Errorf("%s holds no shard-I-of-N.json", p))
 		}
 		paths = append(paths, found...)
 	}
@@ -553,12 +554,12 @@ func runSweepMerge(args []string, stdout io.Writer) error {
 	parts := make([]sweep.Partial, len(paths))
 	for i, p := range paths {
 		if parts[i], err = readSweepPart(p); err != nil {
-			return err
+			return badInput(err)
 		}
 	}
 	res, err := sweep.Merge(parts...)
 	if err != nil {
-		return err
+		return badInput(err)
 	}
 	return sweepOutput(res, out, asJSON, -1, stdout)
 }

@@ -125,7 +125,7 @@ func TestSweepShardsMerge(t *testing.T) {
 	// A merge that lacks a shard fails with one clear line.
 	os.Remove(filepath.Join(parts, "shard-2-of-3.json"))
 	code, _, errs = runCmd(t, ctx, "sweep", "merge", parts)
-	if code != exitError || errs != "stormguard: shard 2/3 missing\n" {
+	if code != exitUsage || errs != "stormguard: shard 2/3 missing\n" {
 		t.Errorf("merge without shard 2: exit %d, %q", code, errs)
 	}
 }
@@ -201,8 +201,8 @@ func TestSweepErrors(t *testing.T) {
 		{[]string{"sweep", file, "--max", "40"}, exitUsage, `--max "40": a trigger's duration or added latency is a duration such as 40s`},
 		{[]string{"sweep", file, "--vary", "factor", "--max", "4s"}, exitUsage, `--max "4s": a trigger's factor, probability or number of keys is a number`},
 		{[]string{"sweep", file, file}, exitUsage, "sweep takes one FILE"},
-		{[]string{"sweep", file, "--client", "web"}, exitError, `tiny.yaml: no client "web" (have app)`},
-		{[]string{"sweep", filepath.Join(t.TempDir(), "none.yaml")}, exitError, "no such file"},
+		{[]string{"sweep", file, "--client", "web"}, exitUsage, `tiny.yaml: no client "web" (have app)`},
+		{[]string{"sweep", filepath.Join(t.TempDir(), "none.yaml")}, exitUsage, "no such file"},
 		{[]string{"sweep", "merge"}, exitUsage, "sweep merge needs the parts"},
 		{[]string{"sweep", file, "--capacity-at", "-1s"}, exitUsage, "--capacity-at -1s: want a time after the start of the run"},
 		{[]string{"sweep", file, "--capacity-at", "2m"}, exitUsage, "--capacity-at 2m: want a time after 0 and before the end of the run (1m)"},
@@ -213,7 +213,7 @@ func TestSweepErrors(t *testing.T) {
 		{[]string{"sweep", file, "--capacity-latest", "0.5"}, exitUsage, "--capacity-latest 0.5: want a capacity factor above 1"},
 		{[]string{"sweep", file, "--capacity-latest", "NaN"}, exitUsage, `--capacity-latest "NaN": a capacity factor is a number`},
 		{[]string{"sweep", file, "--compare-seeds", "5000"}, exitUsage, "--compare-seeds 5000: want 1 to 1000 seeds"},
-		{[]string{"sweep", "merge", t.TempDir()}, exitError, "holds no shard-I-of-N.json"},
+		{[]string{"sweep", "merge", t.TempDir()}, exitUsage, "holds no shard-I-of-N.json"},
 	} {
 		code, _, errs := runCmd(t, t.Context(), c.args...)
 		if code != c.code || !strings.Contains(errs, c.want) {
@@ -328,8 +328,8 @@ func TestSweepMergeBadParts(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, out, errs := runCmd(t, t.Context(), "sweep", "merge", path)
-		if code != exitError || !strings.HasPrefix(errs, "stormguard: "+path+": ") || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 || out != "" {
-			t.Errorf("%s: exit %d, stderr %q; want exit 1 and one line naming the file and %q", c.name, code, errs, c.want)
+		if code != exitUsage || !strings.HasPrefix(errs, "stormguard: "+path+": ") || !strings.Contains(errs, c.want) || strings.Count(errs, "\n") != 1 || out != "" {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 and one line naming the file and %q", c.name, code, errs, c.want)
 		}
 	}
 }
