@@ -16,8 +16,9 @@ const (
 // Advice says in a sentence or two what to change, from the runs' results
 // and, when known, what each run changes in the base scenario (by run name).
 //
-//   - Some runs metastable, others not: name the best run that recovered and
-//     what it changes compared with a metastable one.
+//   - Some runs metastable, others not: name the best run that recovered
+//     (the closest to a metastable one, then one that did not relapse, then
+//     the quickest) and what it changes compared with a metastable one.
 //   - Every run metastable: point at the number that is out of bounds
 //     (retries → a budget, wasted work → deadlines and expired drop).
 //   - Every run fine: name the slowest recovery and what to try next.
@@ -38,9 +39,16 @@ func Advice(runs []Summary, changes map[string][]string) string {
 		worst := bad[0]
 		best := slices.MinFunc(good, func(a, b Summary) int {
 			// Prefer the run that differs least from the metastable one
-			// (the same sweep value), then the quickest to recover.
+			// (the same sweep value), then one that did not relapse, then
+			// the quickest to recover.
 			if c := cmp.Compare(len(diff(changes[a.Name], changes[worst.Name])), len(diff(changes[b.Name], changes[worst.Name]))); c != 0 {
 				return c
+			}
+			if a.Relapsed != b.Relapsed {
+				if a.Relapsed {
+					return 1
+				}
+				return -1
 			}
 			return cmp.Compare(recovery(a), recovery(b))
 		})

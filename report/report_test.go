@@ -180,6 +180,11 @@ func TestSummarize(t *testing.T) {
 func TestAdvice(t *testing.T) {
 	meta, rec := Summarize(synthetic("naive", "metastable", -1)), Summarize(synthetic("stormguard", "recovered", 7))
 	changes := map[string][]string{"stormguard": {"clients.app.policy: stormguard", "services.db.defenses: stormguard"}}
+	// Two runbooks back at the same moment, the first listed relapsed on
+	// the way (DynamoDB 2015's resume-too-early): the other is advised.
+	early, right := rec, rec
+	early.Name, early.Relapsed, right.Name = "resume-too-early", true, "pause-capacity-resume"
+	runbooks := map[string][]string{"resume-too-early": {"actions: [resume, capacity]"}, "pause-capacity-resume": {"actions: [capacity, resume]"}}
 	tests := []struct {
 		name    string
 		runs    []Summary
@@ -189,6 +194,8 @@ func TestAdvice(t *testing.T) {
 		{"one fixes it", []Summary{meta, rec}, changes,
 			[]string{"naive stayed metastable", "stormguard recovered in 2.0 s", "clients.app.policy: stormguard, services.db.defenses: stormguard"}},
 		{"no changes known", []Summary{meta, rec}, nil, []string{"what differs between the two runs"}},
+		{"a relapse is not advised", []Summary{meta, early, right}, runbooks,
+			[]string{"while pause-capacity-resume recovered", "ship what it changes: actions: [capacity, resume]"}},
 		{"all metastable", []Summary{meta}, nil, []string{"Every run stayed metastable", "retries are 50%", "retry budget", "60% of the services' work"}},
 		{"all fine", []Summary{rec}, nil, []string{"Every run came through", "retries were 50%"}},
 		{"none", nil, nil, []string{"no runs"}},

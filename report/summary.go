@@ -15,6 +15,9 @@ type Summary struct {
 	// RecoveryS as in sim.Result: nil when the run never recovered.
 	RecoveryS *float64
 	Why       string
+	// Relapsed: the run came back and collapsed again in the incident its
+	// verdict judged (sim.Result.FirstCollapseS before CollapseS).
+	Relapsed bool
 	// AfterS is when the "after" rates start: the end of the last trigger
 	// (0 without triggers, or when no bin starts after it).
 	AfterS float64
@@ -40,7 +43,8 @@ var reasonNames = [...]string{"attempts", "budget", "deadline", "not-retryable",
 
 // Summarize computes a run's Summary from its Result.
 func Summarize(r sim.Result) Summary {
-	s := Summary{Name: r.Name, Verdict: r.Verdict, RecoveryS: r.RecoveryS, Why: r.Why}
+	s := Summary{Name: r.Name, Verdict: r.Verdict, RecoveryS: r.RecoveryS, Why: r.Why,
+		Relapsed: r.FirstCollapseS != nil && r.CollapseS != nil && *r.FirstCollapseS < *r.CollapseS}
 	for _, t := range r.TriggerS {
 		s.AfterS = max(s.AfterS, t[1])
 	}

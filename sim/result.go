@@ -16,6 +16,11 @@ type Result struct {
 	// CollapseS: when the collapse the verdict judged began, in seconds;
 	// null when the run was stable.
 	CollapseS *float64 `json:"collapse_s"`
+	// FirstCollapseS: when the incident the verdict judged began, in
+	// seconds: earlier than CollapseS when the run relapsed (came back and
+	// collapsed again while the same trigger lasted; see Judge), equal to
+	// it otherwise; null when the run was stable.
+	FirstCollapseS *float64 `json:"first_collapse_s"`
 	// RecoveredS: when requests succeeded again, in seconds of the run
 	// (RecoveryS measures from the trigger's end or the collapse's start,
 	// as the verdict says); null when stable or metastable.

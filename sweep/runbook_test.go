@@ -87,8 +87,9 @@ func TestLatestMoreCapacity(t *testing.T) {
 // operators' order (pause, add capacity, resume) and resuming too early
 // both come back when the capacity has arrived, at the same time from the
 // incident's start, but resuming early relapses in every seed and ranks
-// after it; doing nothing never recovers and ranks last. (sim's recovery_s
-// alone would rank the early resume first: it counts from the relapse.)
+// after it; doing nothing never recovers and ranks last. sim's recovery_s
+// counts the relapsing run from its first collapse too, so the two are
+// within a few bins of each other.
 func TestCompareDynamoDB(t *testing.T) {
 	f := loadExample(t, "dynamodb-2015.yaml")
 	p, err := NewPlan(f, Options{NoRamp: true, NoPhase: true, CompareSeeds: 3})
@@ -123,8 +124,8 @@ func TestCompareDynamoDB(t *testing.T) {
 			t.Errorf("%s: back %v s after the incident began, want 120–140", r.Run, show(r.MedianS))
 		}
 	}
-	if *early.MedianRecoveryS >= *right.MedianRecoveryS {
-		t.Errorf("recovery_s: early %v, right %v: the early resume's counts from its relapse, so it is smaller", *early.MedianRecoveryS, *right.MedianRecoveryS)
+	if math.Abs(*early.MedianRecoveryS-*right.MedianRecoveryS) > 5 {
+		t.Errorf("recovery_s: early %v, right %v, want within 5 s: both count from the incident's first collapse", *early.MedianRecoveryS, *right.MedianRecoveryS)
 	}
 }
 
@@ -139,7 +140,7 @@ func TestRecoveredAt(t *testing.T) {
 		{"more-capacity.yaml", "double"},
 		{"dynamodb-2015.yaml", "pause-capacity-resume"},
 		{"dynamodb-2015.yaml", "resume-too-early"},
-		{"brooker-ramp.yaml", "no-backoff"},
+		{"paper08-sim-b.yaml", "paper08-sim-b"},
 		{"hung-threads.yaml", "server-timeout"},
 	}
 	for _, c := range cases {
