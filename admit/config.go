@@ -61,6 +61,11 @@ type Config struct {
 	// to sheddable to rank every request alike (they then run, and
 	// propagate, as sheddable).
 	MaxCriticality wire.Criticality `json:"max_criticality,omitempty" yaml:"max_criticality,omitempty"`
+	// Supersede turns request supersession on for requests that carry an
+	// idempotency key (see the package documentation); nil, the default,
+	// leaves it off and the gate ignores keys. An empty block
+	// (supersede: {}) turns it on with the defaults.
+	Supersede *SupersedeConfig `json:"supersede,omitempty" yaml:"supersede,omitempty"`
 
 	// Limiter, when set, is used instead of building one from Limit (to
 	// use an algorithm configured in code, say). Build it with
@@ -143,6 +148,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: max_criticality %v is not a criticality (want sheddable, sheddable-plus, critical or critical-plus)", ErrInvalidConfig, c.MaxCriticality)
 	case d.MinRemaining >= d.MaxTimeout:
 		return fmt.Errorf("%w: min_remaining %v is not below max_timeout %v: every request would be dropped", ErrInvalidConfig, d.MinRemaining, d.MaxTimeout)
+	}
+	if err := c.Supersede.validate(); err != nil {
+		return fmt.Errorf("%w: supersede: %w", ErrInvalidConfig, err)
 	}
 	if err := d.Queue.Validate(); err != nil {
 		return fmt.Errorf("%w: queue: %w", ErrInvalidConfig, err)

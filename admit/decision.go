@@ -35,6 +35,17 @@ type Request struct {
 	// per-client quota, say): true refuses it as [Throttled]. It must be
 	// fast and safe for concurrent use.
 	Throttle func() bool
+	// Key is the request's idempotency key, read and checked by the shell
+	// (the Idempotency-Key header, the idempotency-key metadata; see
+	// supersede.ParseKey), or "" for none. With Config.Supersede set, the
+	// gate collapses requests with the same Key and KeyScope (see the
+	// package documentation); otherwise it ignores both.
+	Key string
+	// KeyScope is what the key is scoped to: the shell puts in it what the
+	// request addresses (the method and path; the gRPC method) and who
+	// sends it, when it can tell, so that equal keys sent for two
+	// operations, or by two callers, never meet.
+	KeyScope string
 }
 
 // Answer is what a request is told: go ahead, or the refusal the shell maps
@@ -48,6 +59,11 @@ type Request struct {
 //	Throttled            429, Retry-After                         RESOURCE_EXHAUSTED, grpc-retry-pushback-ms
 //	Expired              504                                      DEADLINE_EXCEEDED
 //	Canceled             nothing (the client has gone)            CANCELLED
+//	Superseded           409, Stormguard-Superseded: replaced     ALREADY_EXISTS, stormguard-superseded: replaced
+//	Joined               the twin's response, replayed,           the twin's reply, replayed,
+//	                     Stormguard-Superseded: joined            stormguard-superseded: joined
+//
+// (the reasons for 409 and ALREADY_EXISTS are in the servers' documentation).
 type Answer uint8
 
 // The answers.
@@ -67,11 +83,20 @@ const (
 	// before it could start. No signal accompanies it.
 	Expired
 	// Canceled: the caller went away while the request waited in the
-	// queue; nobody is there to answer.
+	// queue, or for its twin; nobody is there to answer.
 	Canceled
+	// Superseded: a newer request with the same idempotency key took this
+	// one's place in the queue; its caller has moved on to the newer one,
+	// and should not retry this one (a retry would supersede the newer).
+	Superseded
+	// Joined: a twin with the same idempotency key was in service when
+	// this request arrived; it waited for the twin's result instead of
+	// running again, and Decision.Result is that result, to send as this
+	// request's answer.
+	Joined
 )
 
-var answerNames = [...]string{"admitted", "instance-overloaded", "service-overloaded", "throttled", "expired", "canceled"}
+var answerNames = [...]string{"admitted", "instance-overloaded", "service-overloaded", "throttled", "expired", "canceled", "superseded", "joined"}
 
 // String returns the answer's name, such as "instance-overloaded".
 func (a Answer) String() string {
@@ -89,6 +114,9 @@ type Decision struct {
 	// Reason is why the request was shed; meaningful only when Answer is
 	// InstanceOverloaded, ServiceOverloaded or Throttled.
 	Reason ShedReason
+	// Result is, when Answer is Joined, the result the twin's shell passed
+	// to [Ticket.ReleaseWith], never nil; otherwise nil.
+	Result any
 }
 
 // Admitted reports whether the request was admitted.

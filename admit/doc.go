@@ -23,7 +23,10 @@
 //     arrival + the caller's timeout from the wire, if any, and the deadline
 //     of its context. If that leaves MinRemaining or less: [Expired].
 //  3. [Request].Throttle, if set and true: [Throttled] ([ShedThrottled]).
-//  4. If nobody is queued and fewer than the limit are running, it is
+//  4. With Config.Supersede set and an idempotency key ([Request].Key), the
+//     request goes through supersession first (see below), which may answer
+//     it without running it.
+//  5. If nobody is queued and fewer than the limit are running, it is
 //     admitted at once. Otherwise it waits in the queue, ranked by its
 //     attempt number and criticality (the caller's claim, lowered to
 //     Config.MaxCriticality, critical by default, unless the shell vouches
@@ -34,10 +37,54 @@
 //     deadline may pass while it waits: [Expired]. Its context may end:
 //     [Expired] if by its deadline, else [Canceled] (the caller left, and
 //     nobody is there to answer).
-//  5. Admitted: Config.OnQueueWait is told how long it waited, and the
+//  6. Admitted: Config.OnQueueWait is told how long it waited, and the
 //     caller gets a [Ticket] that carries the deadline, the attempt number
 //     and the criticality ([Ticket.Bind] puts them in a context), and that
 //     it must release when the work ends.
+//
+// # Request supersession
+//
+// A person who taps "transfer" again, or a client that resends after
+// giving up, sends a request that repeats one the server already holds.
+// With Config.Supersede set, requests that carry the same idempotency key
+// in the same scope ([Request].Key and KeyScope: the shells read the
+// Idempotency-Key header or the idempotency-key metadata, and scope it by
+// method and path, or gRPC method, and by caller when they can tell) are
+// collapsed by the [supersede] package's table, the core the simulator
+// drives too, which the gate keeps under its mutex:
+//
+//	a twin with its key is…    the newcomer                               the twin
+//	nowhere                    goes on as usual (step 5)                  —
+//	queued                     takes the twin's place in the queue        Superseded, counted Superseded
+//	                           (and the twin's deadline there)
+//	in service                 waits for the twin's result: Joined, with  runs on; its shell passes its
+//	                           Decision.Result; counted Joined            response to Ticket.ReleaseWith
+//	in service, MaxWaiters     Throttled (ShedKeyBusy)                    runs on
+//	waiting for it already
+//
+// So a person's five taps cost one unit of work: the queue holds one
+// request per key, however often it is sent, and a request already running
+// is not run again. The newest request keeps the oldest's place, so a
+// person who keeps tapping is not sent to the back each time. A twin that
+// ends with nothing to replay (see [Ticket.ReleaseWith]) sends its waiters
+// through the gate again. A waiter whose caller leaves takes itself off the
+// list ([Canceled], or [Expired] by its deadline).
+//
+// Memory is bounded: at most MaxKeys keys (a request with a new key when
+// the table is full is served as if it had none), MaxWaiters waiters a key,
+// and so at most the concurrency limit × MaxWaiters waiters in all, as only
+// requests in service are joined; each key is forgotten TTL after it was
+// last seen, unless requests wait on it. A key is stored as a SHA-256 of its
+// scope and itself, 32 bytes whatever its length.
+//
+// The key is the caller's say-so, like the criticality: a caller that
+// learns or guesses another's key, in the same scope, can have the other's
+// queued request superseded, or receive the other's response. Turn
+// supersession on only where every caller is inside your network and
+// trusted, or give the shells a scope hook that tells callers apart (an
+// authenticated identity). A key names one intent: a client must not reuse
+// it for a different request to the same method and path, whose body the
+// gate does not compare.
 //
 // # What the concurrency limit learns, and how requests are counted
 //
@@ -56,9 +103,9 @@
 //
 // so that only requests served normally feed the RTT baseline, and timed out
 // or shed work never does. Requests refused or dropped before starting hold
-// no permit; each is counted in exactly one of Shed (by reason), Expired or
-// Canceled. Every request that reaches the gate ends in exactly one of
-// these ways.
+// no permit; each is counted in exactly one of Shed (by reason), Expired,
+// Canceled, Superseded or Joined. Every request that reaches the gate ends
+// in exactly one of these ways.
 //
 // # Concurrency
 //
@@ -68,5 +115,7 @@
 // itself); queue timeouts and deadlines are enforced by one time.Timer for
 // the whole queue, whose function takes the mutex itself. No goroutine is
 // started per request, and no callback (ServiceSaturated, OnQueueWait,
-// OnRefuse, Throttle) runs under the mutex. The refusal paths allocate nothing.
+// OnRefuse, Throttle) runs under the mutex. The refusal paths allocate
+// nothing; a request whose key supersession tracks allocates its waiter and
+// its key's hash.
 package admit

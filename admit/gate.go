@@ -11,6 +11,7 @@ import (
 	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/supersede"
 	"github.com/stormguard/stormguard/wire"
 )
 
@@ -29,33 +30,49 @@ type Gate struct {
 	onWait       func(time.Duration)
 	onRefuse     func(context.Context, int, Decision)
 
-	mu      sync.Mutex // guards q, armed, armedAt
+	mu      sync.Mutex // guards q, armed, armedAt, sup
 	q       *shed.Queue[*waiter]
 	timer   *time.Timer // fires at the queue's NextExpiry; its func takes mu
 	armed   bool
 	armedAt time.Time
 	waiting atomic.Int64 // q.Len(), for the lock-free fast path
 
+	sup *supersede.Table[tableKey, *waiter] // guarded by mu; nil: supersession off
+
 	waiters sync.Pool // of *waiter
 
 	c counters
 }
 
-// waiter is a request waiting in the queue. It receives exactly one grant
-// on ch, sent under the gate's mutex when it leaves the queue, unless it
-// removes itself (Queue.Remove succeeds), in which case it receives none;
-// so ch is empty again when the waiter goes back to the pool.
+// waiter is a request waiting in the queue, or for its twin. It receives
+// exactly one grant on ch, sent under the gate's mutex when it leaves the
+// queue (or its twin ends), unless it removes itself (Queue.Remove or
+// Table.LeaveAt succeeds), in which case it receives none; so ch is empty
+// again when the waiter goes back to the pool.
+//
+// A keyed waiter (a request whose key the supersession table holds) is
+// allocated for its request and never pooled: the table may hold it while
+// its request runs, and compares it by address. keyed, key and arrived are
+// set before the waiter is shared, or under the mutex.
 type waiter struct {
-	ch     chan grant // buffered, capacity 1: a send never blocks
-	handle shed.Handle
+	ch      chan grant // buffered, capacity 1: a send never blocks
+	handle  shed.Handle
+	keyed   bool
+	key     tableKey
+	arrived time.Time // when a keyed waiter last arrived at the table
 }
 
 // grant ends a wait: with a permit to run (why is shed.None), or with the
 // reason the queue gave the request up. waited is the time spent queued.
+// superseded says a newer request with its key took its place. For a
+// request waiting on its twin, result is the twin's result (nil: none to
+// replay).
 type grant struct {
-	permit limit.Permit
-	why    shed.Reason
-	waited time.Duration
+	permit     limit.Permit
+	why        shed.Reason
+	waited     time.Duration
+	superseded bool
+	result     any
 }
 
 // New validates cfg, fills its defaults and builds a Gate with an empty
@@ -88,6 +105,10 @@ func New(cfg Config) (*Gate, error) {
 		onWait:       cfg.OnQueueWait,
 		onRefuse:     cfg.OnRefuse,
 		q:            q,
+	}
+	if c := cfg.Supersede; c != nil {
+		d := c.WithDefaults()
+		g.sup = supersede.New[tableKey, *waiter](d.MaxKeys, d.TTL, supersede.WithMaxWaiters(d.MaxWaiters))
 	}
 	g.timer = time.AfterFunc(time.Hour, g.onTimer)
 	g.timer.Stop()
@@ -150,30 +171,36 @@ func (g *Gate) admit(ctx context.Context, now time.Time, r Request) (t Ticket, d
 		crit = min(crit, g.maxCrit)
 	}
 
-	var gr grant
-	ok := false
-	if g.waiting.Load() == 0 { // nobody to overtake: try the fast path
-		gr.permit, ok = g.lim.AcquireAt(now)
+	if g.sup != nil && r.Key != "" {
+		return g.admitKeyed(ctx, r, attempt, crit, dl)
 	}
-	if !ok {
-		if gr, d = g.await(ctx, attempt, crit, dl); !d.Admitted() {
-			return Ticket{}, d
+	if g.waiting.Load() == 0 { // nobody to overtake: try the fast path
+		if p, ok := g.lim.AcquireAt(now); ok {
+			return g.admitted(Ticket{g: g, permit: p, deadline: dl, attempt: attempt, crit: crit}, 0)
 		}
 	}
+	wt := g.waiters.Get().(*waiter)
+	g.mu.Lock()
+	return g.queueLocked(ctx, time.Now(), wt, attempt, crit, dl) // now read under the lock: the queue sees time move forward
+}
+
+// admitted counts an admitted request, tells OnQueueWait how long it
+// waited, and returns its ticket.
+func (g *Gate) admitted(t Ticket, waited time.Duration) (Ticket, Decision) {
 	g.c.started.Add(1)
 	if g.onWait != nil {
-		g.onWait(gr.waited)
+		g.onWait(waited)
 	}
-	return Ticket{g: g, permit: gr.permit, deadline: dl, attempt: attempt, crit: crit}, Decision{}
+	return t, Decision{}
 }
 
 // refuse counts a request shed for reason and returns its decision:
-// Throttled for a throttled client; ServiceOverloaded for the kill switch
+// Throttled for a throttled client or a key with too many waiters; ServiceOverloaded for the kill switch
 // or when the service is saturated; else InstanceOverloaded.
 func (g *Gate) refuse(reason ShedReason) Decision {
 	g.c.shed[reason].Add(1)
 	switch {
-	case reason == ShedThrottled:
+	case reason == ShedThrottled || reason == ShedKeyBusy:
 		return Decision{Answer: Throttled, Reason: reason}
 	case reason == ShedKillSwitch || g.saturated != nil && g.saturated():
 		return Decision{Answer: ServiceOverloaded, Reason: reason}
@@ -213,27 +240,34 @@ func (g *Gate) leave(ctx context.Context) Decision {
 	return Decision{Answer: Canceled}
 }
 
-// await queues the request until it gets a permit, and returns its grant.
-// If the request does not get one, the decision says why.
-func (g *Gate) await(ctx context.Context, attempt int, crit wire.Criticality, dl time.Time) (grant, Decision) {
-	wt := g.waiters.Get().(*waiter)
-	g.mu.Lock()
-	now := time.Now() // read under the lock: the queue sees time move forward
+// queueLocked queues the request of wt at now, g.mu held, and waits until
+// it gets a permit. It unlocks g.mu. If the request does not get a permit,
+// the decision says why.
+func (g *Gate) queueLocked(ctx context.Context, now time.Time, wt *waiter, attempt int, crit wire.Criticality, dl time.Time) (Ticket, Decision) {
 	adm := g.q.PushAt(now, shed.Item[*waiter]{Payload: wt, Attempt: attempt, Criticality: crit, Deadline: dl})
 	if adm.HasVictim() {
-		adm.Victim.Payload.ch <- grant{why: adm.VictimReason}
+		v := adm.Victim.Payload
+		g.endKeyedLocked(now, v, nil)
+		v.ch <- grant{why: adm.VictimReason}
 	}
 	if !adm.Admitted() {
+		g.endKeyedLocked(now, wt, nil)
 		g.mu.Unlock()
-		g.waiters.Put(wt)
-		return grant{}, g.drop(adm.Refused, false)
+		g.putWaiter(wt)
+		return Ticket{}, g.drop(adm.Refused, false)
 	}
 	wt.handle = adm.Handle
 	g.waiting.Store(int64(g.q.Len()))
 	g.dispatchLocked(now)
 	g.armLocked()
 	g.mu.Unlock()
+	return g.waitQueued(ctx, wt, attempt, crit, dl)
+}
 
+// waitQueued waits until the queued request of wt gets a permit, and
+// returns its ticket; if it does not get one, the decision says why.
+func (g *Gate) waitQueued(ctx context.Context, wt *waiter, attempt int, crit wire.Criticality, dl time.Time) (Ticket, Decision) {
+	keyed := wt.keyed // read before a pooled waiter goes back to the pool
 	var gr grant
 	select {
 	case gr = <-wt.ch:
@@ -241,27 +275,61 @@ func (g *Gate) await(ctx context.Context, attempt int, crit wire.Criticality, dl
 		g.mu.Lock()
 		_, removed := g.q.Remove(wt.handle)
 		if removed {
+			g.endKeyedLocked(time.Now(), wt, nil)
 			g.waiting.Store(int64(g.q.Len()))
 			g.armLocked()
 		}
 		g.mu.Unlock()
 		if removed {
-			g.waiters.Put(wt)
-			return grant{}, g.leave(ctx)
+			g.putWaiter(wt)
+			return Ticket{}, g.leave(ctx)
 		}
 		gr = <-wt.ch // it left the queue under the lock: its grant is there
-		if gr.why == shed.None {
+		if gr.why == shed.None && !gr.superseded {
 			// Admitted just as its context ended: pass the slot on.
-			g.waiters.Put(wt)
+			g.endKeyed(wt)
+			g.putWaiter(wt)
 			g.releaseAt(time.Now(), gr.permit, releaseIgnore)
-			return grant{}, g.leave(ctx)
+			return Ticket{}, g.leave(ctx)
 		}
 	}
-	g.waiters.Put(wt)
-	if gr.why != shed.None {
-		return grant{}, g.drop(gr.why, true)
+	g.putWaiter(wt)
+	switch {
+	case gr.superseded:
+		g.c.superseded.Add(1)
+		return Ticket{}, Decision{Answer: Superseded}
+	case gr.why != shed.None:
+		return Ticket{}, g.drop(gr.why, true)
+	case !keyed:
+		return g.admitted(Ticket{g: g, permit: gr.permit, deadline: dl, attempt: attempt, crit: crit}, gr.waited)
 	}
-	return gr, Decision{}
+	// A keyed request may have taken a twin's place, and with it the twin's
+	// deadline in the queue: its own may have passed first.
+	if now := time.Now(); !now.Before(dl.Add(-g.minRemaining)) {
+		g.endKeyed(wt)
+		g.releaseAt(now, gr.permit, releaseIgnore)
+		g.c.expired.Add(1)
+		g.c.expiredQueued.Add(1)
+		return Ticket{}, Decision{Answer: Expired}
+	}
+	return g.admitted(Ticket{g: g, permit: gr.permit, deadline: dl, attempt: attempt, crit: crit, wt: wt}, gr.waited)
+}
+
+// putWaiter returns a waiter to the pool, unless it is keyed.
+func (g *Gate) putWaiter(wt *waiter) {
+	if !wt.keyed {
+		g.waiters.Put(wt)
+	}
+}
+
+// endKeyed is endKeyedLocked with no result, taking g.mu.
+func (g *Gate) endKeyed(wt *waiter) {
+	if !wt.keyed {
+		return
+	}
+	g.mu.Lock()
+	g.endKeyedLocked(time.Now(), wt, nil)
+	g.mu.Unlock()
 }
 
 // dispatchLocked answers the queued requests whose time is up at now, then
@@ -273,6 +341,7 @@ func (g *Gate) dispatchLocked(now time.Time) {
 		if !ok {
 			break
 		}
+		g.endKeyedLocked(now, it.Payload, nil)
 		it.Payload.ch <- grant{why: why}
 	}
 	for g.q.Len() > 0 {
@@ -281,11 +350,18 @@ func (g *Gate) dispatchLocked(now time.Time) {
 			break
 		}
 		it, why, _ := g.q.PopAt(now)
-		if why != shed.None { // not expected: ExpireAt just ran at the same now
+		wt := it.Payload
+		waited := now.Sub(it.Enqueued)
+		switch {
+		case why != shed.None: // not expected: ExpireAt just ran at the same now
 			p.IgnoreAt(now)
 			p = limit.Permit{}
+			g.endKeyedLocked(now, wt, nil)
+		case wt.keyed:
+			g.startKeyedLocked(now, wt)
+			waited = now.Sub(wt.arrived) // it may have taken an older twin's place
 		}
-		it.Payload.ch <- grant{permit: p, why: why, waited: now.Sub(it.Enqueued)}
+		wt.ch <- grant{permit: p, why: why, waited: waited}
 	}
 	g.waiting.Store(int64(g.q.Len()))
 }

@@ -578,6 +578,7 @@ func TestStrings(t *testing.T) {
 		{admit.ShedQueueTimeout.String(), "queue-timeout"},
 		{admit.ShedKillSwitch.String(), "kill-switch"},
 		{admit.ShedThrottled.String(), "throttled"},
+		{admit.ShedKeyBusy.String(), "key-busy"},
 		{admit.ShedReason(99).String(), "admit.ShedReason(99)"},
 		{admit.Admitted.String(), "admitted"},
 		{admit.InstanceOverloaded.String(), "instance-overloaded"},
@@ -585,6 +586,8 @@ func TestStrings(t *testing.T) {
 		{admit.Throttled.String(), "throttled"},
 		{admit.Expired.String(), "expired"},
 		{admit.Canceled.String(), "canceled"},
+		{admit.Superseded.String(), "superseded"},
+		{admit.Joined.String(), "joined"},
 		{admit.Answer(99).String(), "admit.Answer(99)"},
 	}
 	for _, tt := range tests {

@@ -54,7 +54,10 @@ func checkBooks(t *testing.T, st admit.Stats) {
 	if st.InFlight != 0 || st.Queued != 0 {
 		t.Errorf("in flight %d, queued %d; want 0, 0", st.InFlight, st.Queued)
 	}
-	out := st.Goodput + st.Failed + st.Wasted + st.ShedTotal() + st.Expired + st.Canceled
+	if st.Joining != 0 {
+		t.Errorf("joining %d; want 0", st.Joining)
+	}
+	out := st.Goodput + st.Failed + st.Wasted + st.ShedTotal() + st.Expired + st.Canceled + st.Superseded + st.Joined
 	if st.Arrived != out {
 		t.Errorf("books do not balance: arrived %d, accounted for %d: %+v", st.Arrived, out, st)
 	}

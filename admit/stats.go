@@ -26,12 +26,16 @@ const (
 	ShedKillSwitch
 	// ShedThrottled: [Request].Throttle throttled its client (Throttled).
 	ShedThrottled
+	// ShedKeyBusy: its idempotency key's twin was in service and
+	// Config.Supersede.MaxWaiters requests already waited for it
+	// (Throttled).
+	ShedKeyBusy
 
 	// NumShedReasons is the number of shed reasons.
 	NumShedReasons = iota
 )
 
-var shedReasonNames = [NumShedReasons]string{"queue-full", "evicted", "queue-timeout", "kill-switch", "throttled"}
+var shedReasonNames = [NumShedReasons]string{"queue-full", "evicted", "queue-timeout", "kill-switch", "throttled", "key-busy"}
 
 // String returns the reason's name, such as "queue-full", as metrics label
 // it.
@@ -49,9 +53,10 @@ func (r ShedReason) String() string {
 // one outcome, so once nothing is in flight or queued
 //
 //	Arrived = Goodput + Failed + Wasted + ShedTotal() + Expired + Canceled
+//	          + Superseded + Joined
 //
-// (while requests are in progress the difference is InFlight, Queued and
-// those in between steps).
+// (while requests are in progress the difference is InFlight, Queued,
+// Joining and those in between steps).
 type Stats struct {
 	// Arrived counts the requests that reached the gate (offered load),
 	// Retries those of them with an attempt number above 1.
@@ -63,6 +68,9 @@ type Stats struct {
 	InFlight int `json:"in_flight"`
 	Limit    int `json:"limit"`
 	Queued   int `json:"queued"`
+	// Joining is the number of requests waiting now for the result of a
+	// twin in service (see Config.Supersede).
+	Joining int `json:"joining"`
 	// Goodput counts requests that succeeded (on HTTP a status below 500)
 	// while their caller was still waiting.
 	Goodput uint64 `json:"goodput"`
@@ -86,8 +94,14 @@ type Stats struct {
 	Expired       uint64 `json:"expired"`
 	ExpiredQueued uint64 `json:"expired_queued"`
 	// Canceled counts requests whose caller went away while they waited in
-	// the queue.
+	// the queue, or for their twin.
 	Canceled uint64 `json:"canceled"`
+	// Superseded counts requests that a newer request with the same
+	// idempotency key replaced in the queue; Joined those that waited for
+	// the result of a twin in service and were answered with it (they did
+	// not run). Both are 0 unless Config.Supersede is set.
+	Superseded uint64 `json:"superseded"`
+	Joined     uint64 `json:"joined"`
 	// Queue is the queue's own account, first tries and retries apart.
 	Queue shed.Stats `json:"queue"`
 }
@@ -122,6 +136,9 @@ type counters struct {
 	wastedLate    atomic.Uint64
 	expiredQueued atomic.Uint64
 	canceled      atomic.Uint64
+	superseded    atomic.Uint64
+	joined        atomic.Uint64
+	joining       atomic.Int64 // a gauge
 	shed          [NumShedReasons]atomic.Uint64
 }
 
@@ -141,6 +158,8 @@ func (g *Gate) Stats() Stats {
 		Wasted:        g.c.wasted.Load(),
 		Expired:       g.c.expired.Load(),
 		Canceled:      g.c.canceled.Load(),
+		Superseded:    g.c.superseded.Load(),
+		Joined:        g.c.joined.Load(),
 	}
 	for i := range st.Shed {
 		st.Shed[i] = g.c.shed[i].Load()
@@ -150,6 +169,7 @@ func (g *Gate) Stats() Stats {
 	st.Limit = g.lim.Limit()
 	st.Retries = g.c.retries.Load()
 	st.Arrived = g.c.arrived.Load()
+	st.Joining = int(g.c.joining.Load())
 	g.mu.Lock()
 	st.Queued = g.q.Len()
 	st.Queue = g.q.Stats()

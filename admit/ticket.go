@@ -23,6 +23,7 @@ type Ticket struct {
 	deadline time.Time
 	attempt  int
 	crit     wire.Criticality
+	wt       *waiter // a request whose key the supersession table holds; else nil
 }
 
 // Deadline returns the request's deadline: the earliest of arrival +
@@ -69,6 +70,12 @@ const (
 	Panicked
 )
 
+// Joinable reports whether requests may join this one while it runs: it
+// carries an idempotency key the gate tracks (Config.Supersede is set). Its
+// shell then keeps a replayable copy of the response and passes it to
+// [Ticket.ReleaseWith], so that those requests are answered with it.
+func (t Ticket) Joinable() bool { return t.wt != nil }
+
 // Release ends the request's hold on its slot at now, the time its work
 // ended, counts it and, if requests are waiting, hands the slot on. ctx is
 // the request's own context, the one passed to [Gate.Admit]: if it has
@@ -76,9 +83,33 @@ const (
 // released, as the package documentation's table says: a panic first, then
 // a deadline that passed, then a caller that left, then o.
 func (t Ticket) Release(ctx context.Context, now time.Time, o Outcome) {
+	t.ReleaseWith(ctx, now, o, nil)
+}
+
+// ReleaseWith is [Ticket.Release] for a request that others may have
+// joined ([Ticket.Joinable]): they are answered with result, the shell's
+// record of the response, as their [Decision].Result (Joined). They go
+// through the gate again instead (the first of them to arrive runs, the
+// others join it) when there is nothing fit to replay:
+//
+//	result is nil (no response kept: too large, a hijacked connection)
+//	the work panicked
+//	its caller went away before it ended, and it did not succeed
+//	(its handler most likely gave up because its context ended)
+//
+// For a request nobody may join, result is ignored.
+func (t Ticket) ReleaseWith(ctx context.Context, now time.Time, o Outcome, result any) {
 	g := t.g
 	if g == nil {
 		return
+	}
+	if t.wt != nil {
+		if o == Panicked || ctx.Err() != nil && o != Succeeded && o != SucceededUntimed {
+			result = nil
+		}
+		g.mu.Lock()
+		g.endKeyedLocked(now, t.wt, result)
+		g.mu.Unlock()
 	}
 	kind := releaseIgnore
 	switch {

@@ -57,7 +57,7 @@ func TestTable(t *testing.T) {
 			{op: "arrive-q", key: "k", h: 6, want: Refuse},
 			{op: "leave", key: "k", h: 3, joined: []int{1}},
 			{op: "leave", key: "k", h: 3, joined: []int{}}, // already gone
-			{op: "arrive-q", key: "k", h: 7, want: Join}, // room again
+			{op: "arrive-q", key: "k", h: 7, want: Join},   // room again
 			{op: "done", key: "k", joined: []int{2, 4, 5, 7}},
 		}, Stats{Joined: 5, Refused: 1}},
 		{"a key in service past its TTL keeps its waiters", []step{
