@@ -139,6 +139,9 @@ func build(root *yaml.Node, p plan, file string) (RunSpec, error) {
 	if probs := decodeStrict(tree, &s); len(probs) > 0 {
 		return RunSpec{}, report(file, run, probs, tree)
 	}
+	if probs := explicitZeros(tree); len(probs) > 0 {
+		return RunSpec{}, report(file, run, probs, nil)
+	}
 	if err := s.Validate(); err != nil {
 		// A value error names its path; the tree gives its line.
 		for _, e := range unjoin(err) {
