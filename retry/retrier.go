@@ -274,6 +274,16 @@ func (r *Retrier) StartContext(ctx context.Context, now, deadline time.Time) Cal
 	return Call{attempt: 1, deadline: deadline, started: now, first: now, ctx: ctx}
 }
 
+// startInto is StartContext without a deadline, filling a zero Call in
+// place (see DoValue).
+func (r *Retrier) startInto(c *Call, ctx context.Context, now time.Time) {
+	r.budget.BeginAt(now)
+	c.attempt = 1
+	c.started = now
+	c.first = now
+	c.ctx = ctx
+}
+
 // event runs the OnEvent hook, if any, with the call's context.
 func (r *Retrier) event(c *Call, e Event) {
 	if !r.hasHooks || r.hooks.OnEvent == nil {
