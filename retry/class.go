@@ -455,23 +455,73 @@ func (e *SignalError) Unwrap() error  { return e.Err }
 func (e *SignalError) Signal() Signal { return e.Sig }
 
 // signalOf extracts the signal from an error chain: the first Signaler's, as
-// errors.As finds it, without reflection unless some error in the chain has
+// errors.As finds it, without reflection unless an error met before it has
 // an As method.
 func signalOf(err error) Signal {
-	if err == nil {
-		return Signal{}
+	sg, found, ok := firstSignaler(err)
+	if !ok {
+		return signalAs(err)
 	}
-	var s scan
-	s.walk(err)
-	if s.hasAs {
-		var sg Signaler
-		if errors.As(err, &sg) {
-			return sg.Signal()
-		}
-		return Signal{}
-	}
-	if s.signaler != nil {
-		return s.signaler.Signal()
+	if found {
+		return sg.Signal()
 	}
 	return Signal{}
+}
+
+// signalAs is signalOf by errors.As, whose target escapes: a function of
+// its own, so that the walk's result does not.
+func signalAs(err error) Signal {
+	var sg Signaler
+	if errors.As(err, &sg) {
+		return sg.Signal()
+	}
+	return Signal{}
+}
+
+// firstSignaler finds the first Signaler in err's tree in errors.As's order
+// (found). ok is false when an error with an As method came first: then only
+// errors.As can tell.
+func firstSignaler(err error) (sg Signaler, found, ok bool) {
+	for err != nil {
+		switch e := err.(type) {
+		case *SignalError:
+			return e, true, true
+		case *GiveUpError:
+			if sg, found, ok := firstSignaler(e.Reason); found || !ok {
+				return sg, found, ok
+			}
+			err = e.Last
+			continue
+		case *net.OpError:
+			err = e.Err
+			continue
+		case *url.Error:
+			err = e.Err
+			continue
+		case *os.SyscallError:
+			err = e.Err
+			continue
+		case syscall.Errno:
+			return nil, false, true
+		case Signaler:
+			return e, true, true
+		}
+		if _, isAs := err.(interface{ As(any) bool }); isAs {
+			return nil, false, false
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			err = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range e.Unwrap() {
+				if sg, found, ok := firstSignaler(e); found || !ok {
+					return sg, found, ok
+				}
+			}
+			return nil, false, true
+		default:
+			return nil, false, true
+		}
+	}
+	return nil, false, true
 }

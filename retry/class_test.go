@@ -64,6 +64,19 @@ func (asThrottled) As(target any) bool {
 	return false
 }
 
+// asExhausted fills a Signaler target with a retries-exhausted signal
+// through an As method (and nothing else).
+type asExhausted struct{}
+
+func (asExhausted) Error() string { return "as exhausted" }
+func (asExhausted) As(target any) bool {
+	if p, ok := target.(*Signaler); ok {
+		*p = &SignalError{Err: io.EOF, Sig: Signal{Exhausted: true}}
+		return true
+	}
+	return false
+}
+
 // asNothing has an As method that never matches.
 type asNothing struct{ err error }
 
@@ -207,6 +220,8 @@ var classTable = []struct {
 	{"first signal wins", &SignalError{Err: &SignalError{Err: statusErr(503), Sig: Signal{Exhausted: true}}}, Transient, true},
 	{"inner signal when outer is first", &SignalError{Err: &SignalError{Err: statusErr(503)}, Sig: Signal{Exhausted: true}}, RetriesExhausted, true},
 	{"signal in list", multi{statusErr(502), &SignalError{Err: io.EOF, Sig: Signal{BadPushback: true}}}, ServiceOverloaded, true},
+	{"As signal", multi{asExhausted{}, statusErr(503)}, RetriesExhausted, true},
+	{"As signal after a signal", multi{&SignalError{Err: statusErr(503)}, asExhausted{}}, Transient, true},
 	{"giveup over signal", &GiveUpError{Reason: ErrAttemptsExhausted, Last: &SignalError{Err: statusErr(503), Sig: Signal{Overload: wire.OverloadService}}, Attempts: 2}, RetriesExhausted, true},
 }
 
