@@ -42,11 +42,19 @@ func analyzeAmplificationChart(r analyze.Report) (png, svg []byte, err error) {
 	var plots []*plot.Plot
 	var leg sweepLegend
 	rows := 0
+	// One scale for every panel, so that runs compare at a glance: log
+	// when any run's figures span more than 4×, and the same range.
+	top := 1.0
+	for _, a := range r.Analyses {
+		if len(a.Paths) > 0 {
+			top = max(top, analyzeAmplificationTop(a))
+		}
+	}
 	for _, a := range r.Analyses {
 		if len(a.Paths) == 0 {
 			continue
 		}
-		p, n, err := analyzeAmplificationPanel(a, &leg)
+		p, n, err := analyzeAmplificationPanel(a, top, &leg)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", a.Run, err)
 		}
@@ -76,17 +84,54 @@ func analyzeWorstPath(paths []analyze.Path) analyze.Path {
 	return worst
 }
 
-func analyzeAmplificationPanel(a analyze.Analysis, leg *sweepLegend) (*plot.Plot, int, error) {
+// analyzeShownPaths is the paths an amplification panel draws: all, or
+// the analyzeMaxBars with the highest worst case.
+func analyzeShownPaths(a analyze.Analysis) []analyze.Path {
+	paths := a.Paths
+	if len(paths) > analyzeMaxBars {
+		paths = slices.Clone(paths)
+		slices.SortStableFunc(paths, func(x, y analyze.Path) int { return cmp.Compare(y.Worst, x.Worst) })
+		paths = paths[:analyzeMaxBars]
+	}
+	return paths
+}
+
+// analyzeHasExpected reports whether a run's panel shows the figure at the
+// configured error rates: only when a service has one, as in the text.
+func analyzeHasExpected(a analyze.Analysis) bool {
+	for _, s := range a.Services {
+		if s.ErrorRate > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// analyzeAmplificationTop is the largest figure a run's panel draws (at
+// least 1).
+func analyzeAmplificationTop(a analyze.Analysis) float64 {
+	top, expected := 1.0, analyzeHasExpected(a)
+	for _, p := range analyzeShownPaths(a) {
+		top = max(top, p.Worst, p.Budgeted)
+		if expected {
+			top = max(top, p.Expected)
+		}
+	}
+	return top
+}
+
+// analyzeAmplificationPanel draws one run's paths on a scale that reaches
+// top (the largest figure of every panel of the chart): log when top is
+// above 4×.
+func analyzeAmplificationPanel(a analyze.Analysis, top float64, leg *sweepLegend) (*plot.Plot, int, error) {
 	paths := a.Paths
 	worst := analyzeWorstPath(paths)
 	title := fmt.Sprintf("%s: up to %s at %s, %s within budgets", a.Run, analyzeTimes(worst.Worst),
 		worst.Services[len(worst.Services)-1], analyzeTimes(worst.Budgeted))
 	if len(paths) > analyzeMaxBars {
 		title += fmt.Sprintf(" (the %d highest of %d paths)", analyzeMaxBars, len(paths))
-		paths = slices.Clone(paths)
-		slices.SortStableFunc(paths, func(x, y analyze.Path) int { return cmp.Compare(y.Worst, x.Worst) })
-		paths = paths[:analyzeMaxBars]
 	}
+	paths = analyzeShownPaths(a)
 	series := []struct {
 		label string
 		c     color.RGBA
@@ -95,20 +140,7 @@ func analyzeAmplificationPanel(a analyze.Analysis, leg *sweepLegend) (*plot.Plot
 		{"worst case: every attempt fails and is retried", analyzeWorstColour, func(p analyze.Path) float64 { return p.Worst }},
 		{"within the retry budgets (at the configured rates)", analyzeBudgetColour, func(p analyze.Path) float64 { return p.Budgeted }},
 	}
-	// The figure at the error rates only when a service has one, as in
-	// the text output.
-	expected := false
-	for _, s := range a.Services {
-		expected = expected || s.ErrorRate > 0
-	}
-	top := 1.0
-	for _, p := range paths {
-		top = max(top, p.Worst, p.Budgeted)
-		if expected {
-			top = max(top, p.Expected)
-		}
-	}
-	if expected {
+	if analyzeHasExpected(a) {
 		series = append(series, struct {
 			label string
 			c     color.RGBA
