@@ -39,8 +39,9 @@
 //	stormguard_server_offered_total                   counter    try             requests that arrived (offered load)
 //	stormguard_server_requests_total                  counter    outcome, reason requests that ended, each once: goodput, failed,
 //	                                                                             wasted (deadline, caller-left), shed (queue-full,
-//	                                                                             evicted, queue-timeout, kill-switch, throttled),
-//	                                                                             expired (on-arrival, in-queue), canceled
+//	                                                                             evicted, queue-timeout, kill-switch, throttled,
+//	                                                                             key-busy), expired (on-arrival, in-queue),
+//	                                                                             canceled, superseded (replaced, joined)
 //	stormguard_server_queue_wait_seconds              histogram                  how long admitted requests waited for a slot
 //	stormguard_server_concurrency_limit_requests      gauge                      the concurrency limit now
 //	stormguard_server_in_flight_requests              gauge                      handlers running now

@@ -36,6 +36,8 @@
 //	stormguard.shed                the server refused it for overload     target, attempt, try, outcome, reason, answer
 //	stormguard.expired             dropped: its deadline had passed       target, attempt, try, outcome, answer
 //	stormguard.canceled            its caller left while it was queued    target, attempt, try, outcome, answer
+//	stormguard.superseded          collapsed with a twin of its           target, attempt, try, outcome, reason
+//	                               idempotency key (replaced, joined)     (replaced, joined), answer
 //	stormguard.breaker.transition  a circuit breaker changed state        target, from, to
 //
 // Durations and delays are in seconds (float64). The names are constants

@@ -50,10 +50,10 @@ func spanHooks(target string) retry.Hooks {
 }
 
 // ServerEvents returns the function that adds a span event to the active
-// span of every request a server refuses before its handler runs —
-// stormguard.shed (with the shed reason), stormguard.expired or
-// stormguard.canceled — as the server target: set it as the OnRefuse of
-// httpx.ServerConfig, grpcx.ServerConfig or admit.Config. The span is the
+// span of every request a server answers before, or without, its handler
+// running — stormguard.shed (with the shed reason), stormguard.expired,
+// stormguard.canceled or stormguard.superseded (replaced, joined) — as the
+// server target: set it as the OnRefuse of httpx.ServerConfig, grpcx.ServerConfig or admit.Config. The span is the
 // one in the request's context when it reached the server (the server span
 // of an OpenTelemetry middleware placed outside the stormguard Server).
 func ServerEvents(target string) func(ctx context.Context, attempt int, d admit.Decision) {

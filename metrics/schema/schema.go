@@ -171,7 +171,7 @@ var (
 	ServerRequests = Metric{
 		Name: "stormguard_server_requests_total", Kind: Counter, Side: Server, Unit: "{request}",
 		Labels: []string{LabelTarget, LabelOutcome, LabelReason},
-		Help:   "Requests that ended, by outcome (goodput, failed, wasted, shed, expired, canceled) and reason; throughput is goodput + failed + wasted.",
+		Help:   "Requests that ended, by outcome (goodput, failed, wasted, shed, expired, canceled, superseded) and reason; throughput is goodput + failed + wasted.",
 	}
 	// ServerQueueWait is how long admitted requests waited in the
 	// admission queue for a slot: 0 for those admitted at once. Buckets

@@ -127,14 +127,15 @@ func TestServerValues(t *testing.T) {
 	st := admit.Stats{
 		Arrived: 100, Retries: 30, InFlight: 2, Limit: 8, Queued: 3,
 		Goodput: 40, Failed: 5, Wasted: 9, WastedLate: 4,
-		Shed:    [admit.NumShedReasons]uint64{1, 2, 3, 4, 5},
-		Expired: 7, ExpiredQueued: 6, Canceled: 4,
+		Shed:    [admit.NumShedReasons]uint64{1, 2, 3, 4, 5, 6},
+		Expired: 7, ExpiredQueued: 6, Canceled: 4, Superseded: 3, Joined: 2,
 	}
 	s := schema.ServerValues(st)
 	want := map[[2]string]uint64{
 		{"goodput", ""}: 40, {"failed", ""}: 5, {"wasted", "deadline"}: 4, {"wasted", "caller-left"}: 5,
-		{"shed", "queue-full"}: 1, {"shed", "evicted"}: 2, {"shed", "queue-timeout"}: 3, {"shed", "kill-switch"}: 4, {"shed", "throttled"}: 5,
+		{"shed", "queue-full"}: 1, {"shed", "evicted"}: 2, {"shed", "queue-timeout"}: 3, {"shed", "kill-switch"}: 4, {"shed", "throttled"}: 5, {"shed", "key-busy"}: 6,
 		{"expired", "on-arrival"}: 1, {"expired", "in-queue"}: 6, {"canceled", ""}: 4,
+		{"superseded", "replaced"}: 3, {"superseded", "joined"}: 2,
 	}
 	outcomes := schema.ServerOutcomes()
 	if len(outcomes) != schema.NumServerOutcomes || len(want) != schema.NumServerOutcomes {
@@ -147,7 +148,7 @@ func TestServerValues(t *testing.T) {
 		}
 		sum += s.Requests[i]
 	}
-	if ended := st.Goodput + st.Failed + st.Wasted + st.ShedTotal() + st.Expired + st.Canceled; sum != ended {
+	if ended := st.Goodput + st.Failed + st.Wasted + st.ShedTotal() + st.Expired + st.Canceled + st.Superseded + st.Joined; sum != ended {
 		t.Errorf("the outcomes add up to %d; want the %d requests that ended", sum, ended)
 	}
 	if s.Offered != [2]uint64{70, 30} || s.Limit != 8 || s.InFlight != 2 || s.Queued != 3 {
@@ -166,6 +167,9 @@ func TestRefusal(t *testing.T) {
 		{admit.Decision{Answer: admit.Throttled, Reason: admit.ShedThrottled}, "shed", "throttled", schema.SpanShed},
 		{admit.Decision{Answer: admit.Expired}, "expired", "", schema.SpanExpired},
 		{admit.Decision{Answer: admit.Canceled}, "canceled", "", schema.SpanCanceled},
+		{admit.Decision{Answer: admit.Throttled, Reason: admit.ShedKeyBusy}, "shed", "key-busy", schema.SpanShed},
+		{admit.Decision{Answer: admit.Superseded}, "superseded", "replaced", schema.SpanSuperseded},
+		{admit.Decision{Answer: admit.Joined, Result: "r"}, "superseded", "joined", schema.SpanSuperseded},
 	}
 	for _, tt := range tests {
 		o, r, e := schema.Refusal(tt.d)

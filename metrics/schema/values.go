@@ -194,22 +194,28 @@ const (
 	OutcomeWasted   = "wasted"   // returned after the deadline passed or the caller left: work nobody waited for
 	OutcomeShed     = "shed"     // refused for overload before it started
 	OutcomeExpired  = "expired"  // dropped before it started: its deadline had passed or left too little
-	OutcomeCanceled = "canceled" // its caller left while it was queued
+	OutcomeCanceled = "canceled" // its caller left while it was queued, or waited for its twin
+	// OutcomeSuperseded: collapsed with a twin of the same idempotency key
+	// (admit.Config.Supersede) without running: replaced in the queue by a
+	// newer twin, or answered with the result of a twin in service.
+	OutcomeSuperseded = "superseded"
 
 	ReasonDeadline   = "deadline"    // wasted: the work outlived its deadline
 	ReasonCallerLeft = "caller-left" // wasted: the caller went away before the deadline
 	ReasonOnArrival  = "on-arrival"  // expired: too little time left when it arrived
 	ReasonInQueue    = "in-queue"    // expired: its time ran out while it waited in the queue
+	ReasonReplaced   = "replaced"    // superseded: a newer twin took its place in the queue (HTTP 409, ALREADY_EXISTS)
+	ReasonJoined     = "joined"      // superseded: it waited for its twin in service and got its result
 )
 
 // NumServerOutcomes is the number of series of ServerRequests per target.
-const NumServerOutcomes = 1 + 1 + 2 + int(admit.NumShedReasons) + 2 + 1
+const NumServerOutcomes = 1 + 1 + 2 + int(admit.NumShedReasons) + 2 + 1 + 2
 
 // ServerOutcomes returns the label values (outcome, reason) of every series
 // of [ServerRequests], in the order of [ServerSnapshot].Requests: goodput,
 // failed, wasted by reason, shed by reason (the admit.ShedReason names:
-// queue-full, evicted, queue-timeout, kill-switch, throttled), expired by
-// reason, canceled.
+// queue-full, evicted, queue-timeout, kill-switch, throttled, key-busy),
+// expired by reason, canceled, superseded by reason (replaced, joined).
 func ServerOutcomes() []Labels {
 	s := make([]Labels, 0, NumServerOutcomes)
 	s = append(s, Labels{OutcomeGoodput, ""}, Labels{OutcomeFailed, ""},
@@ -218,7 +224,7 @@ func ServerOutcomes() []Labels {
 		s = append(s, Labels{OutcomeShed, r.String()})
 	}
 	return append(s, Labels{OutcomeExpired, ReasonOnArrival}, Labels{OutcomeExpired, ReasonInQueue},
-		Labels{OutcomeCanceled, ""})
+		Labels{OutcomeCanceled, ""}, Labels{OutcomeSuperseded, ReasonReplaced}, Labels{OutcomeSuperseded, ReasonJoined})
 }
 
 // ServerSnapshot is a server's counters read into the schema's series.
@@ -251,6 +257,7 @@ func ServerValues(st admit.Stats) ServerSnapshot {
 		i++
 	}
 	s.Requests[i], s.Requests[i+1], s.Requests[i+2] = st.Expired-queued, queued, st.Canceled
+	s.Requests[i+3], s.Requests[i+4] = st.Superseded, st.Joined
 	return s
 }
 
@@ -273,6 +280,10 @@ const (
 	SpanShed     = "stormguard.shed"
 	SpanExpired  = "stormguard.expired"
 	SpanCanceled = "stormguard.canceled"
+	// SpanSuperseded: the server collapsed the request with a twin of the
+	// same idempotency key (reason replaced or joined). Attributes: those
+	// of SpanShed.
+	SpanSuperseded = "stormguard.superseded"
 	// SpanBreakerTransition: a circuit breaker changed state. Attributes:
 	// target, from, to.
 	SpanBreakerTransition = "stormguard.breaker.transition"
@@ -300,6 +311,10 @@ func Refusal(d admit.Decision) (outcome, reason, event string) {
 		return OutcomeExpired, "", SpanExpired
 	case admit.Canceled:
 		return OutcomeCanceled, "", SpanCanceled
+	case admit.Superseded:
+		return OutcomeSuperseded, ReasonReplaced, SpanSuperseded
+	case admit.Joined:
+		return OutcomeSuperseded, ReasonJoined, SpanSuperseded
 	default:
 		return OutcomeShed, d.Reason.String(), SpanShed
 	}
