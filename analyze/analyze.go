@@ -87,6 +87,13 @@ type Hop struct {
 	// Preset is the policy's preset, if it names one.
 	Preset   string `json:"preset,omitempty"`
 	Attempts int    `json:"max_attempts"`
+	// RetryChance: the policy's retry_probability, the chance that a
+	// failed attempt is retried; nil when every one is (unset, or hedged).
+	RetryChance *float64 `json:"retry_probability,omitempty"`
+	// Worst: attempts per request on this edge when every attempt fails,
+	// without budgets: Attempts, or with a retry chance p,
+	// 1 + p + … + p^(Attempts−1).
+	Worst float64 `json:"worst_case"`
 	// Budget in a few words ("none", "token bucket 10 %") and the rule
 	// that turns it into a ratio (see docs/analyze.md).
 	Budget     string `json:"budget"`
@@ -103,6 +110,15 @@ type Hop struct {
 	bounded bool // a budget bounds the retries
 }
 
+// attemptsText writes the hop's attempt cap, with its retry chance when it
+// has one: "2", "2 at 5 %".
+func (h Hop) attemptsText() string {
+	if h.RetryChance != nil {
+		return fmt.Sprintf("%d at %s", h.Attempts, pct(*h.RetryChance))
+	}
+	return fmt.Sprint(h.Attempts)
+}
+
 // Path is a dependency path: from a client, through the call graph, to a
 // service. Its figures are attempts at the last service per request of the
 // client.
@@ -110,7 +126,8 @@ type Path struct {
 	Client   string   `json:"client"`
 	Services []string `json:"services"`
 	Hops     []Hop    `json:"hops"`
-	// Worst: the product of the hops' max attempts.
+	// Worst: the product of the hops' Worst figures (their max attempts,
+	// less with a retry chance).
 	Worst float64 `json:"worst_case"`
 	// Budgeted: the product of the hops' Budgeted figures.
 	Budgeted float64 `json:"budgeted"`
@@ -256,21 +273,26 @@ func (g *graph) hops() []Hop {
 	for id := range g.edges {
 		e := &g.edges[id]
 		k := e.attempts()
-		b := float64(k)
+		w := e.amplification()
+		b := w
 		if x := fb.request[id]; x > 0 {
 			b = fb.edge[id] / x
 		} else if e.budget.has {
 			b = min(b, 1+e.budget.ratio)
 		}
 		out[id] = Hop{Edge: e.name, Caller: e.caller, Service: g.sc.Services[e.to].Name, Preset: e.preset,
-			Attempts: k, Budget: e.budget.short, BudgetRule: e.budget.text, Budgeted: b,
-			Expected: min(b, expectedAttempts(fail[e.to], k)), Timeout: e.timeout, bounded: e.budget.has}
+			Attempts: k, Worst: w, Budget: e.budget.short, BudgetRule: e.budget.text, Budgeted: b,
+			Expected: min(b, expectedAttempts(e.retryChance()*fail[e.to], k)), Timeout: e.timeout, bounded: e.budget.has}
+		if p := e.retryChance(); p < 1 {
+			out[id].RetryChance = &p
+		}
 	}
 	return out
 }
 
 // expectedAttempts is the mean number of attempts of a request whose
-// attempts fail independently with probability q, at most k:
+// attempts lead to a retry independently with probability q (an attempt
+// fails, or fails and the retry chance says yes), at most k:
 // 1 + q + … + q^(k−1) = (1 − q^k) / (1 − q).
 func expectedAttempts(q float64, k int) float64 {
 	sum, term := 0.0, 1.0
@@ -279,6 +301,18 @@ func expectedAttempts(q float64, k int) float64 {
 		term *= q
 	}
 	return sum
+}
+
+// failsAll is the probability that a request fails when each attempt fails
+// with probability q, a failed attempt is retried with probability p, and
+// at most k attempts are made: F₁ = q, F_j = q × (1 − p + p × F_(j−1)); q^k
+// when p is 1.
+func failsAll(q, p float64, k int) float64 {
+	f := q
+	for range k - 1 {
+		f = q * (1 - p + p*f)
+	}
+	return f
 }
 
 // errorRates returns, callees first, the probability that an attempt at
@@ -294,7 +328,7 @@ func (g *graph) errorRates() []float64 {
 		if v.OnCallFailure != "fallback" {
 			for _, id := range g.out[i] {
 				e := g.edges[id]
-				ok *= 1 - math.Pow(q[e.to], float64(e.attempts()))
+				ok *= 1 - failsAll(q[e.to], e.retryChance(), e.attempts())
 			}
 		}
 		q[i] = 1 - ok
@@ -317,7 +351,7 @@ func (g *graph) paths(hops []Hop) ([]Path, bool) {
 			h := hops[id]
 			p.Hops = append(p.Hops, h)
 			p.Services = append(p.Services, h.Service)
-			p.Worst *= float64(h.Attempts)
+			p.Worst *= h.Worst
 			p.Budgeted *= h.Budgeted
 			p.Expected *= h.Expected
 		}
@@ -407,7 +441,7 @@ func firstTriesFirst(v sim.Service) bool {
 // ratioOnly is the budgeted attempt model without the floors, for clients
 // whose rate is unknown.
 func ratioOnly(e *edge, x float64) float64 {
-	k := float64(e.attempts())
+	k := e.amplification()
 	if !e.budget.has {
 		return k * x
 	}

@@ -184,3 +184,71 @@ func TestPaper08SimAExpected(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryChanceArithmetic: examples/hotos-retry-chance.yaml. A client
+// that retries a failed attempt with probability p, at most k attempts,
+// sends 1 + p + … + p^(k−1) attempts per request when every attempt fails,
+// not k: with k = 2, 1.05× at 5 %, 1.15× at 15 %, 2× always. The database
+// (300/s) is then vulnerable above 300 / 1.05 = 286/s, 261/s and 150/s, and
+// the fluid model recovers below the same loads; at 280/s only the 5 % run
+// is safe — the simulator's run comes back there, and stays stuck at 15 %
+// and always (TestRetryChance in sim).
+func TestRetryChanceArithmetic(t *testing.T) {
+	f := loadExample(t, "hotos-retry-chance.yaml")
+	for _, c := range []struct {
+		run        string
+		amp        float64
+		vulnerable bool
+	}{
+		{"chance-5%", 1.05, false},
+		{"chance-15%", 1.15, true},
+		{"always", 2, true},
+	} {
+		var s sim.Scenario
+		for _, r := range f.Runs {
+			if r.Name == c.run {
+				s = r.Scenario
+			}
+		}
+		a := mustAnalyze(t, s)
+		p := pathTo(t, a, "app → db")
+		x := service(t, a, "db").Clients[0]
+		want := 300 / c.amp
+		if math.Abs(p.Worst-c.amp) > 1e-9 || math.Abs(x.Worst-c.amp) > 1e-9 || math.Abs(x.VulnerableAbove-want) > 1e-6 {
+			t.Errorf("%s: path %v×, exposure %v×, vulnerable above %v; want %v×, %v×, %.1f", c.run, p.Worst, x.Worst, x.VulnerableAbove, c.amp, c.amp, want)
+		}
+		fl := service(t, a, "db").Fluid
+		if fl == nil {
+			t.Fatalf("%s: no fluid figure", c.run)
+		}
+		if math.Abs(fl.Thresholds.Recovery-want) > 0.5 || fl.Region == nil || (*fl.Region == Vulnerable) != c.vulnerable {
+			t.Errorf("%s: fluid recovery %v in region %v; want %.1f, vulnerable %v", c.run, fl.Thresholds.Recovery, fl.Region, want, c.vulnerable)
+		}
+		found := false
+		for _, fd := range a.Findings {
+			found = found || fd.Rule == "vulnerable"
+		}
+		if found != c.vulnerable {
+			t.Errorf("%s: vulnerable finding %v, want %v", c.run, found, c.vulnerable)
+		}
+	}
+}
+
+// TestFailsAll: the probability that a request fails, each attempt failing
+// with q, a failed attempt retried with p, at most k attempts.
+func TestFailsAll(t *testing.T) {
+	for _, c := range []struct {
+		q, p float64
+		k    int
+		want float64
+	}{
+		{0.5, 1, 3, 0.125},                   // q^k
+		{0.5, 0, 3, 0.5},                     // never retried: q
+		{0.5, 0.5, 2, 0.5 * (0.5 + 0.5*0.5)}, // declined, or retried and failed again
+		{1, 0.3, 5, 1},
+	} {
+		if got := failsAll(c.q, c.p, c.k); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("failsAll(%v, %v, %d) = %v, want %v", c.q, c.p, c.k, got, c.want)
+		}
+	}
+}

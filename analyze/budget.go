@@ -23,10 +23,12 @@ type budgetRule struct {
 	text  string  // one line: how the figure was derived
 }
 
-// attempts returns the attempts per second an edge with attempt cap k and
-// this budget sends for x requests per second when every attempt fails.
-func (b budgetRule) attempts(k int, x float64) float64 {
-	worst := float64(k) * x
+// attempts returns the attempts per second an edge that makes k attempts
+// per request when every attempt fails (its amplification: the attempt cap,
+// less with a retry chance) and has this budget sends for x requests per
+// second.
+func (b budgetRule) attempts(k float64, x float64) float64 {
+	worst := k * x
 	if !b.has {
 		return worst
 	}

@@ -23,6 +23,9 @@ type Params struct {
 	RoundTrip time.Duration `json:"round_trip_ns,omitempty"`
 	// Attempts k a request makes at most, the first try included [3].
 	Attempts int `json:"attempts"`
+	// RetryProbability p: a failed attempt is retried with this
+	// probability (retry.Policy's retry_probability) [nil: always].
+	RetryProbability *float64 `json:"retry_probability,omitempty"`
 	// Budget bounds the retries of all requests together; nil means none.
 	Budget *FluidBudget `json:"budget,omitempty"`
 	// QueueCap: attempts that may wait; beyond it arrivals are shed
@@ -74,6 +77,9 @@ func (p Params) Validate() error {
 	if p.Attempts < 0 || p.Attempts > 100 {
 		bad("attempts %d is outside [1, 100]", p.Attempts)
 	}
+	if r := p.RetryProbability; r != nil && !(*r >= 0 && *r <= 1) {
+		bad("retry probability %v is outside [0, 1]", *r)
+	}
 	if p.QueueCap < 0 || !finite(p.QueueCap) {
 		bad("queue cap %v must be finite and ≥ 0", p.QueueCap)
 	}
@@ -124,9 +130,13 @@ func (p Params) timeoutFraction(q float64) float64 {
 }
 
 // amplification is A: attempts per first try when each attempt fails with
-// probability fail, at first-try rate lambda: 1 + F + … + F^(k−1), with
-// the budget's retries ≤ Ratio × λ + Floor.
+// probability fail and a failed attempt is retried with probability r, at
+// first-try rate lambda: 1 + rF + … + (rF)^(k−1), with the budget's
+// retries ≤ Ratio × λ + Floor.
 func (p Params) amplification(lambda, fail float64) float64 {
+	if r := p.RetryProbability; r != nil {
+		fail *= *r
+	}
 	g := 0.0
 	term := 1.0
 	for range p.Attempts {

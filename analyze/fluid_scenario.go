@@ -57,6 +57,9 @@ func (g *graph) fluidParams(c int) (Params, error) {
 		Attempts:    e.attempts(),
 		QueueCap:    float64(v.Queue.Capacity),
 	}
+	if r := e.retryChance(); r < 1 {
+		p.RetryProbability = &r
+	}
 	if e.deadline > 0 && e.deadline < p.Timeout {
 		p.Timeout = e.deadline
 	}

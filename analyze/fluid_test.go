@@ -113,6 +113,8 @@ func TestParamsValidate(t *testing.T) {
 		{Capacity: 1000, Timeout: time.Second, Attempts: 101},
 		{Capacity: 1000, Timeout: time.Second, Budget: &FluidBudget{Ratio: -1}},
 		{Capacity: 1000, Timeout: time.Second, QueueCap: math.NaN()},
+		{Capacity: 1000, Timeout: time.Second, RetryProbability: ptrTo(1.5)},
+		{Capacity: 1000, Timeout: time.Second, RetryProbability: ptrTo(math.NaN())},
 	} {
 		if err := p.Validate(); err == nil {
 			t.Errorf("%+v is valid", p)
@@ -281,3 +283,5 @@ func BenchmarkRamp(b *testing.B) {
 		}
 	}
 }
+
+func ptrTo(f float64) *float64 { return &f }

@@ -37,6 +37,26 @@ func (e *edge) attempts() int {
 	return e.policy.MaxAttempts
 }
 
+// retryChance is the probability that the edge retries a failed attempt
+// that every other rule would retry: the policy's retry_probability, 1
+// when unset. A hedged call sends its copies whatever it is (retry.Hedge).
+func (e *edge) retryChance() float64 {
+	if p := e.policy.RetryProbability; p != nil && !e.hedged() {
+		return *p
+	}
+	return 1
+}
+
+// hedged reports whether the edge hedges (see attempts).
+func (e *edge) hedged() bool { return e.policy.Hedge != nil && e.policy.Hedge.MaxAttempts > 1 }
+
+// amplification is the edge's attempts per request when every attempt
+// fails: each retry is made with the retry chance p, up to the attempt cap
+// k, so 1 + p + … + p^(k−1) — k when p is 1, 1 when p is 0 (a 5 % chance
+// with 2 attempts: 1.05). It is a mean over requests, which is what loads a
+// service; the rare request may still make all k.
+func (e *edge) amplification() float64 { return expectedAttempts(e.retryChance(), e.attempts()) }
+
 // graph is a scenario prepared for the rules: defaults applied, edges
 // built, services in call order.
 type graph struct {
@@ -286,8 +306,8 @@ func (g *graph) flow(rates []float64, att func(e *edge, x float64) float64) flow
 // The attempt models of an edge: first tries only, every attempt failing
 // without a budget, and every attempt failing within the budget.
 func firstTries(_ *edge, x float64) float64 { return x }
-func worstCase(e *edge, x float64) float64  { return float64(e.attempts()) * x }
-func budgeted(e *edge, x float64) float64   { return e.budget.attempts(e.attempts(), x) }
+func worstCase(e *edge, x float64) float64  { return e.amplification() * x }
+func budgeted(e *edge, x float64) float64   { return e.budget.attempts(e.amplification(), x) }
 
 // configured returns the clients' steady rates (0 when unknown).
 func (g *graph) configured() []float64 {

@@ -120,7 +120,7 @@ func (g *graph) offSwitch() (Finding, bool) {
 	var layers []string
 	for _, e := range g.edges {
 		target := g.sc.Services[e.to].Name
-		if e.attempts() > 1 && !covered[e.caller] && !covered[target] {
+		if e.amplification() > 1 && !covered[e.caller] && !covered[target] {
 			layers = append(layers, e.name)
 		}
 	}

@@ -122,12 +122,12 @@ func layered(paths []Path) []Finding {
 	}
 	var cands []cand
 	for _, p := range paths {
-		if p.Hops[len(p.Hops)-1].Attempts < 2 {
+		if p.Hops[len(p.Hops)-1].Worst <= 1 {
 			continue
 		}
 		var r []Hop
 		for _, h := range p.Hops {
-			if h.Attempts > 1 {
+			if h.Worst > 1 {
 				r = append(r, h)
 			}
 		}
@@ -152,8 +152,8 @@ func layered(paths []Path) []Finding {
 		var list, rest []string
 		product, unbudgeted := 1.0, 0
 		for _, h := range c.retry {
-			list = append(list, fmt.Sprintf("%s %d", h.Edge, h.Attempts))
-			product *= float64(h.Attempts)
+			list = append(list, h.Edge+" "+h.attemptsText())
+			product *= h.Worst
 			if !h.bounded {
 				unbudgeted++
 			}
@@ -275,7 +275,7 @@ func (g *graph) edgeFindings(id int) []Finding {
 				(e.deadline/time.Duration(k)).Round(time.Millisecond), k),
 			map[string]float64{"timeout_s": e.timeout.Seconds(), "deadline_s": e.deadline.Seconds(), "attempts": float64(k)})
 	}
-	if k < 2 {
+	if k < 2 || e.retryChance() == 0 {
 		return out
 	}
 
@@ -321,9 +321,13 @@ func (g *graph) edgeFindings(id int) []Finding {
 		if e.budget.short != "none" {
 			b = " (its " + e.budget.short + " budget bounds nothing)"
 		}
+		retried := "every request is retried " + timesWord(k-1)
+		if p := e.retryChance(); p < 1 {
+			retried = fmt.Sprintf("a failed attempt is retried with probability %s, up to %s: %s attempts per request", pct(p), timesWord(k-1), times(e.amplification()))
+		}
 		add("missing-budget", Warning,
-			fmt.Sprintf("%s makes up to %d attempts with no retry budget%s: when %s fails, every request is retried %s.",
-				e.name, k, b, svc.Name, timesWord(k-1)),
+			fmt.Sprintf("%s makes up to %d attempts with no retry budget%s: when %s fails, %s.",
+				e.name, k, b, svc.Name, retried),
 			fmt.Sprintf("Give %s a retry budget on top of max_attempts (preset stormguard keeps retries within 10 %% of requests).", e.name),
 			map[string]float64{"attempts": float64(k)})
 	}

@@ -66,7 +66,7 @@ func (a Analysis) writeText(w io.Writer) {
 	for _, p := range a.Paths {
 		att := make([]string, len(p.Hops))
 		for i, h := range p.Hops {
-			att[i] = fmt.Sprint(h.Attempts)
+			att[i] = h.attemptsText()
 		}
 		row := fmt.Sprintf("  %s\t%s\t%s\t%s", p, strings.Join(att, " × "), times(p.Worst), times(p.Budgeted))
 		if expected {

@@ -119,8 +119,9 @@ func (l *CapacityLaw) validate() error {
 // requests, per event. The answer is not delayed; the work is done before
 // any queued request (see docs/simulator.md).
 type FailureCost struct {
-	// Refuse: an attempt refused at admission (limiter, full queue, no
-	// replica up).
+	// Refuse: an attempt refused at admission by a replica (limiter, full
+	// queue, the kill switch's shed fraction). A connection refused because
+	// no replica is up costs nothing: no replica is there to do the work.
 	Refuse time.Duration `yaml:"refuse,omitempty" json:"refuse_ns,omitempty"`
 	// Shed: a queued attempt shed later (evicted for a better one, CoDel).
 	Shed time.Duration `yaml:"shed,omitempty" json:"shed_ns,omitempty"`
