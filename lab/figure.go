@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -169,6 +170,9 @@ func runColumn(r sim.Result, simRun *sim.Result, cmp *Comparison, legends bool) 
 	if p := out[len(out)-1]; p.Y.Min > -10 {
 		p.Y.Min = math.Min(p.Y.Min, -p.Y.Max/1.6)
 	}
+	// A difference reads against zero: a tick and a line at 0 always.
+	out[len(out)-1].Y.Tick.Marker = zeroTicks{}
+	out[len(out)-1].Add(zeroLine{})
 	var back sim.ServiceSeries
 	if len(r.Services) > 0 {
 		back = r.Services[len(r.Services)-1]
@@ -195,6 +199,50 @@ func runColumn(r sim.Result, simRun *sim.Result, cmp *Comparison, legends bool) 
 	}
 	out[len(out)-1].X.Label.Text = "time (s)"
 	return out, nil
+}
+
+// zeroTicks are ticks whose steps are counted from zero, so that 0 is
+// always one when the range holds it (gonum's default ticks count from the
+// range's low end and may skip it: -80, 40, 160 on [-120, 190]).
+type zeroTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (zeroTicks) Ticks(lo, hi float64) []plot.Tick {
+	def := report.PlainTicks{}.Ticks(lo, hi)
+	if !(lo < 0 && hi > 0) {
+		return def
+	}
+	var major []float64
+	for _, t := range def {
+		if t.Label != "" {
+			major = append(major, t.Value)
+		}
+	}
+	if len(major) < 2 {
+		return def
+	}
+	step := major[1] - major[0]
+	var ts []plot.Tick
+	for k := math.Ceil(lo / step); k*step <= hi; k++ {
+		v := k * step
+		if k == 0 {
+			v = 0 // not -0, nor a rounding residue
+		}
+		ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+	}
+	return ts
+}
+
+// zeroLine draws y = 0 across a panel.
+type zeroLine struct{}
+
+// Plot implements plot.Plotter.
+func (zeroLine) Plot(c draw.Canvas, p *plot.Plot) {
+	_, y := p.Transforms(&c)
+	if p.Y.Min > 0 || p.Y.Max < 0 {
+		return
+	}
+	c.StrokeLine2(draw.LineStyle{Color: color.Gray{Y: 90}, Width: vg.Points(0.8)}, c.Min.X, y(0), c.Max.X, y(0))
 }
 
 // figTitle names the run and the lab's verdict.
