@@ -46,7 +46,9 @@ import (
 //     sethvargo have no budget.
 //
 // The failing benchmarks count the attempts fn sees and report ns/attempt
-// and attempts/op beside ns/op.
+// and attempts/op beside ns/op. Every benchmark also reports its CPU time
+// per operation (cpu-ns/op, cpu-ns/attempt; see cpuMeter), the steadier
+// figure on a shared machine.
 
 var errTransient = &timeoutErr{}
 
@@ -207,11 +209,15 @@ func BenchmarkRetrySuccess(b *testing.B) {
 		b.Run(l.name, func(b *testing.B) {
 			do := l.run(success)
 			b.ReportAllocs()
+			calls := 0
+			cpu := startCPU()
 			for b.Loop() {
 				if err := do(ok); err != nil {
 					b.Fatal(err)
 				}
+				calls++
 			}
+			cpu.report(b, calls, 0)
 		})
 	}
 }
@@ -247,12 +253,14 @@ func benchFailing(b *testing.B, m mode) {
 			attempts = 0
 			calls := 0
 			b.ReportAllocs()
+			cpu := startCPU()
 			for b.Loop() {
 				if err := do(fail); err == nil {
 					b.Fatal("a failing call succeeded")
 				}
 				calls++
 			}
+			cpu.report(b, calls, attempts)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(attempts), "ns/attempt")
 			b.ReportMetric(float64(attempts)/float64(calls), "attempts/op")
 		})
