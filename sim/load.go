@@ -95,6 +95,9 @@ func Parse(name string, data []byte) (File, error) {
 	if probs := decodeStrict(root, &f.Base); len(probs) > 0 {
 		return f, report(name, "", probs, root)
 	}
+	if probs := resolvePolicyFiles(&f.Base, root, name); len(probs) > 0 {
+		return f, report(name, "", probs, nil)
+	}
 	plans, probs := planRuns(runsNode, sweepNode, f.Base.Name, name)
 	if len(probs) > 0 {
 		return f, report(name, "", probs, nil)
@@ -140,6 +143,9 @@ func build(root *yaml.Node, p plan, file string) (RunSpec, error) {
 		return RunSpec{}, report(file, run, probs, tree)
 	}
 	if probs := explicitZeros(tree); len(probs) > 0 {
+		return RunSpec{}, report(file, run, probs, nil)
+	}
+	if probs := resolvePolicyFiles(&s, tree, file); len(probs) > 0 {
 		return RunSpec{}, report(file, run, probs, nil)
 	}
 	if err := s.Validate(); err != nil {

@@ -69,6 +69,8 @@ type Client struct {
 	// IdempotencyKey: every attempt carries a key, one per request (one per
 	// person's intent, every tap the same), for servers that supersede.
 	IdempotencyKey bool `yaml:"idempotency_key,omitempty" json:"idempotency_key,omitempty"`
+	// PolicyFile and Dependency: see PolicyRef.
+	PolicyRef `yaml:",inline"`
 }
 
 // Arrivals says when new requests arrive.
@@ -209,6 +211,8 @@ type Call struct {
 	Network           Network `yaml:"network,omitempty" json:"network"`
 	// Breaker, optional: a circuit breaker in the call's retrier.
 	Breaker *BreakerSpec `yaml:"breaker,omitempty" json:"breaker,omitempty"`
+	// PolicyFile and Dependency: see PolicyRef.
+	PolicyRef `yaml:",inline"`
 }
 
 // Network is one direction's latency on a call edge (the same both ways).
