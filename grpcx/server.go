@@ -156,6 +156,7 @@ const (
 	ShedQueueTimeout = admit.ShedQueueTimeout // UNAVAILABLE, instance
 	ShedKillSwitch   = admit.ShedKillSwitch   // UNAVAILABLE, service
 	ShedThrottled    = admit.ShedThrottled    // RESOURCE_EXHAUSTED
+	ShedKeyBusy      = admit.ShedKeyBusy      // RESOURCE_EXHAUSTED: too many wait for the key's twin
 	NumShedReasons   = admit.NumShedReasons
 )
 

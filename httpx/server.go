@@ -52,6 +52,13 @@ type ServerConfig struct {
 	// critical-plus only when every client that reaches the server is
 	// inside your network and trusted; see [admit.Config].MaxCriticality.
 	MaxCriticality wire.Criticality `json:"max_criticality,omitempty" yaml:"max_criticality,omitempty"`
+	// Supersede turns request supersession on for requests that carry an
+	// Idempotency-Key header; nil, the default, leaves it off. See
+	// "Request supersession" in the [Server] documentation for the rules,
+	// and [admit.SupersedeConfig] for the bounds. The key is the caller's
+	// say-so: turn it on only where every caller is inside your network
+	// and trusted, or set IdempotencyScope.
+	Supersede *admit.SupersedeConfig `json:"supersede,omitempty" yaml:"supersede,omitempty"`
 
 	// Limiter, when set, is used instead of building one from Limit (to
 	// use an algorithm configured in code, say). Build it with
@@ -88,6 +95,13 @@ type ServerConfig struct {
 	// that outsiders cannot reach (r.RemoteAddr). It must be fast and safe
 	// for concurrent use.
 	TrustCriticality func(r *http.Request) bool `json:"-" yaml:"-"`
+	// IdempotencyScope, when set with Supersede, tells who sends a request
+	// with an Idempotency-Key: requests are collapsed only when they carry
+	// the same key, to the same method, host and path, from the same
+	// scope. Return something the caller cannot forge (the authenticated
+	// user or client, a verified certificate's subject), "" for callers you
+	// cannot tell apart. It must be fast and safe for concurrent use.
+	IdempotencyScope func(r *http.Request) string `json:"-" yaml:"-"`
 	// OnQueueWait, when set, is told how long each request that was
 	// admitted waited for its slot: 0 for the requests admitted at once. It
 	// runs on the request's goroutine before the handler, and must not
@@ -117,7 +131,7 @@ var ErrInvalidServerConfig = admit.ErrInvalidConfig
 // gate returns the admission gate's part of c.
 func (c ServerConfig) gate() admit.Config {
 	return admit.Config{MaxTimeout: c.MaxTimeout, MinRemaining: c.MinRemaining, RetryAfter: c.RetryAfter,
-		Limit: c.Limit, Queue: c.Queue, MaxCriticality: c.MaxCriticality, Limiter: c.Limiter, Dials: c.Dials,
+		Limit: c.Limit, Queue: c.Queue, MaxCriticality: c.MaxCriticality, Supersede: c.Supersede, Limiter: c.Limiter, Dials: c.Dials,
 		ServiceSaturated: c.ServiceSaturated, OnQueueWait: c.OnQueueWait, OnRefuse: c.OnRefuse}
 }
 
@@ -172,6 +186,50 @@ func (c ServerConfig) Validate() error { return c.gate().Validate() }
 //     context propagates the remaining deadline and the criticality to the
 //     next hop.
 //
+// # Request supersession
+//
+// With Supersede set, requests that carry an Idempotency-Key header (the
+// IETF httpapi draft's: one value, 1 to 255 printable ASCII characters,
+// optionally quoted; any other value is ignored) are collapsed in the
+// admission gate, between steps 3 and 4, with the requests of the same key
+// to the same method, host and path (and from the same IdempotencyScope,
+// if set) that the server holds:
+//
+//	its twin is…   the request                                    the twin
+//	nowhere        runs as usual                                  —
+//	queued         takes the twin's place in the queue            409 Conflict, Stormguard-Superseded: replaced
+//	in service     waits, and is answered with the twin's         runs once; its response is kept
+//	               response, replayed: status, header and body,
+//	               and Stormguard-Superseded: joined
+//	in service,    429 with Retry-After (shed, key-busy)          runs on
+//	too many wait
+//
+// Why 409: it is the status the draft gives a request whose key is in use by
+// another, and stormguard's Transport (like most clients) does not retry
+// it, nor count it against a circuit breaker: the caller's newer request,
+// which holds the key now, carries the answer; a retry of the older would
+// only supersede the newer in turn. gRPC's server answers ALREADY_EXISTS,
+// the code that maps to 409.
+//
+// To replay a response the server keeps a copy of what the twin's handler
+// writes, for every request with a key it tracks: the header as sent with
+// the status, and the body up to Supersede.MaxReplayBytes (64 KiB by
+// default), so at most the concurrency limit × MaxReplayBytes in all. A
+// twin whose response is larger, is hijacked, declares trailers, panics, or
+// fails after its client left (its handler most likely gave up on its
+// context) leaves nothing to replay: its waiters go through the gate
+// again, and the first of them runs. The key is forgotten when the twin
+// ends; a request with it that arrives later runs again (the server keeps
+// no responses after the fact).
+//
+// The key is the caller's say-so, like Stormguard-Criticality: a caller
+// that learns or guesses another's key can have that caller's queued
+// request superseded or read its response. Turn supersession on only where
+// every caller is inside your network and trusted (the key's scope then is
+// the method, host and path), or set IdempotencyScope to tell callers
+// apart. A key names one intent: the server does not compare bodies, so a
+// client must not reuse a key for a different request.
+//
 // # What the concurrency limit learns
 //
 // Each handler holds a slot, released when it returns as
@@ -194,7 +252,9 @@ func (c ServerConfig) Validate() error { return c.gate().Validate() }
 // Every request that reaches the middleware ends in exactly one way, counted
 // in [ServerStats]: Goodput (status < 500, or hijacked), Failed (≥ 500, or
 // a panic) or Wasted (too late) when the handler ran, one of the Shed
-// reasons, Expired, or Canceled (the client left while it waited).
+// reasons, Expired, Canceled (the client left while it waited), or, with
+// Supersede, Superseded (a newer twin took its place) or Joined (answered
+// with its twin's response).
 //
 // Concurrency: see [admit.Gate]. No goroutine is started per request, and
 // no callback (ServiceSaturated, ThrottleClient, OnQueueWait, the handler)
@@ -206,6 +266,9 @@ type Server struct {
 	trust      func(*http.Request) bool
 	maxCrit    wire.Criticality
 	retryAfter []string // the Retry-After value, built once
+	supersede  bool
+	scope      func(*http.Request) string
+	maxReplay  int
 }
 
 // NewServer validates cfg, fills its defaults and builds a Server over a
@@ -217,13 +280,18 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	secs := (cfg.WithDefaults().RetryAfter + time.Second - 1) / time.Second
-	return &Server{
+	s := &Server{
 		gate:       g,
 		throttle:   cfg.ThrottleClient,
 		trust:      cfg.TrustCriticality,
 		maxCrit:    cfg.MaxCriticality,
 		retryAfter: []string{strconv.FormatInt(int64(max(secs, 1)), 10)},
-	}, nil
+	}
+	if cfg.Supersede != nil {
+		s.supersede, s.scope = true, cfg.IdempotencyScope
+		s.maxReplay = cfg.Supersede.WithDefaults().MaxReplayBytes
+	}
+	return s, nil
 }
 
 // Wrap returns h behind the server's overload control. Its method value,
@@ -247,6 +315,7 @@ const (
 	ShedQueueTimeout = ShedReason(admit.ShedQueueTimeout) // 503, instance
 	ShedKillSwitch   = ShedReason(admit.ShedKillSwitch)   // 503, service
 	ShedThrottled    = ShedReason(admit.ShedThrottled)    // 429
+	ShedKeyBusy      = ShedReason(admit.ShedKeyBusy)      // 429: too many wait for the key's twin
 
 	// NumShedReasons is the number of shed reasons.
 	NumShedReasons = admit.NumShedReasons

@@ -23,12 +23,15 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.throttle != nil {
 		req.Throttle = func() bool { return s.throttle(r) }
 	}
+	if s.supersede {
+		req.Key, req.KeyScope = keyOf(r, s.scope)
+	}
 	t, d := s.gate.Admit(r.Context(), time.Now(), req)
 	if !d.Admitted() {
-		s.refuse(w, d.Answer)
+		s.refuse(w, d)
 		return
 	}
-	serve(g.next, w, r, t)
+	serve(g.next, w, r, t, s.maxReplay)
 }
 
 // requestOf reads a request's signals from its headers: the attempt number
@@ -52,15 +55,27 @@ func requestOf(h http.Header) admit.Request {
 }
 
 // serve runs the handler under the request's deadline and signals, then
-// releases its ticket with the handler's outcome.
-func serve(next http.Handler, w http.ResponseWriter, r *http.Request, t admit.Ticket) {
+// releases its ticket with the handler's outcome and, if others may join
+// it, a replayable copy of its response of at most maxReplay bytes.
+func serve(next http.Handler, w http.ResponseWriter, r *http.Request, t admit.Ticket, maxReplay int) {
 	// Bind is context.WithDeadline with the two values, in one allocation
 	// and without a timer unless the handler waits on the context.
 	ctx, cancel := t.Bind(r.Context())
 	rw := &statusWriter{ResponseWriter: w}
+	if t.Joinable() {
+		rw.rec = &recording{max: maxReplay}
+	}
 	returned := false
 	defer func() {
-		t.Release(r.Context(), time.Now(), handlerOutcome(rw, !returned))
+		o := handlerOutcome(rw, !returned)
+		if rw.rec != nil && returned {
+			if rp := rw.rec.result(rw); rp != nil {
+				t.ReleaseWith(r.Context(), time.Now(), o, rp)
+				cancel()
+				return
+			}
+		}
+		t.Release(r.Context(), time.Now(), o)
 		cancel()
 	}()
 	next.ServeHTTP(rw, r.WithContext(ctx))

@@ -67,18 +67,29 @@ func reply(w http.ResponseWriter, code int, overload, retryAfter []string, body 
 // and no Retry-After when the whole service is overloaded (the kill switch,
 // or ServiceSaturated); 503 with the instance signal and Retry-After for an
 // overloaded instance; a plain 504, which no signal accompanies, for a
-// request whose deadline passed before it started. A client that left
-// while its request waited gets nothing: it is gone.
-func (s *Server) refuse(w http.ResponseWriter, a admit.Answer) {
-	switch a {
+// request whose deadline passed before it started; 409 with
+// Stormguard-Superseded: replaced for a request a newer twin superseded;
+// the twin's response, replayed, for one that joined it. A client that
+// left while its request waited gets nothing: it is gone.
+func (s *Server) refuse(w http.ResponseWriter, d admit.Decision) {
+	switch d.Answer {
 	case admit.Throttled:
-		reply(w, http.StatusTooManyRequests, nil, s.retryAfter, bodyThrottled)
+		body := bodyThrottled
+		if d.Reason == admit.ShedKeyBusy {
+			body = bodyKeyBusy
+		}
+		reply(w, http.StatusTooManyRequests, nil, s.retryAfter, body)
 	case admit.ServiceOverloaded:
 		reply(w, http.StatusServiceUnavailable, hdrService, nil, bodyService)
 	case admit.InstanceOverloaded:
 		reply(w, http.StatusServiceUnavailable, hdrInstance, s.retryAfter, bodyInstance)
 	case admit.Expired:
 		reply(w, http.StatusGatewayTimeout, nil, nil, bodyExpired)
+	case admit.Superseded:
+		w.Header()[HeaderSuperseded] = hdrReplaced
+		reply(w, http.StatusConflict, nil, nil, bodySuperseded)
+	case admit.Joined:
+		sendReplay(w, d.Result.(*replay))
 	}
 }
 
@@ -90,6 +101,15 @@ type statusWriter struct {
 	http.ResponseWriter
 	status   int
 	hijacked bool
+	rec      *recording // keeps a replayable copy; nil: none
+}
+
+// started records the final status code as the response starts.
+func (w *statusWriter) started(code int) {
+	w.status = code
+	if w.rec != nil {
+		w.rec.begin(w.ResponseWriter.Header())
+	}
 }
 
 // code returns the status sent, 200 if the handler wrote nothing.
@@ -102,28 +122,41 @@ func (w *statusWriter) code() int {
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) { // 1xx but 101 are informational
-		w.status = code
+		w.started(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.started(http.StatusOK)
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	if w.rec != nil {
+		if err != nil { // its client has gone: the copy would be cut short
+			w.rec.spoilt = true
+		}
+		w.rec.write(b[:n])
+	}
+	return n, err
 }
 
 func (w *statusWriter) WriteString(str string) (int, error) {
+	if w.rec != nil {
+		return w.Write([]byte(str))
+	}
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.started(http.StatusOK)
 	}
 	return io.WriteString(w.ResponseWriter, str)
 }
 
 func (w *statusWriter) ReadFrom(src io.Reader) (int64, error) {
+	if w.rec != nil { // through Write, to keep a copy
+		return io.Copy(writerOnly{w}, src)
+	}
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.started(http.StatusOK)
 	}
 	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
 		return rf.ReadFrom(src)
@@ -134,7 +167,10 @@ func (w *statusWriter) ReadFrom(src io.Reader) (int64, error) {
 // Flush flushes the underlying writer if it can.
 func (w *statusWriter) Flush() {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.started(http.StatusOK)
+	}
+	if w.rec != nil && len(w.rec.body) == 0 {
+		w.rec.noSniff = true // the header goes out now, before any body
 	}
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }

@@ -132,7 +132,10 @@ func checkBooks(t *testing.T, st httpx.ServerStats) {
 	if st.InFlight != 0 || st.Queued != 0 {
 		t.Errorf("in flight %d, queued %d; want 0, 0", st.InFlight, st.Queued)
 	}
-	out := st.Goodput + st.Failed + st.Wasted + st.ShedTotal() + st.Expired + st.Canceled
+	if st.Joining != 0 {
+		t.Errorf("joining %d; want 0", st.Joining)
+	}
+	out := st.Goodput + st.Failed + st.Wasted + st.ShedTotal() + st.Expired + st.Canceled + st.Superseded + st.Joined
 	if st.Arrived != out {
 		t.Errorf("books do not balance: arrived %d, accounted for %d: %+v", st.Arrived, out, st)
 	}
@@ -745,7 +748,7 @@ func TestServerConfigValidate(t *testing.T) {
 }
 
 func TestShedReasonString(t *testing.T) {
-	want := []string{"queue-full", "evicted", "queue-timeout", "kill-switch", "throttled"}
+	want := []string{"queue-full", "evicted", "queue-timeout", "kill-switch", "throttled", "key-busy"}
 	for r := range httpx.ShedReason(httpx.NumShedReasons) {
 		if got := r.String(); got != want[r] {
 			t.Errorf("ShedReason(%d) = %q; want %q", r, got, want[r])
