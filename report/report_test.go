@@ -177,6 +177,32 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
+// RETRIES is the share at the hop where it is highest: when the clients
+// never retry but a middle tier does (the lab's app), the retries show at
+// the service they arrive at instead of reading 0 %.
+func TestSummarizeRetriesAtEveryHop(t *testing.T) {
+	tests := []struct {
+		name                 string
+		clientAttempts       int64
+		clientRetries        int64
+		serviceFirst, retrys float64 // attempts/s arriving at the service, per bin
+		want                 float64
+	}{
+		{"clients retry, service sees the same", 200, 100, 10, 10, 50},
+		{"only the middle tier retries", 100, 0, 10, 30, 75},
+		{"nobody retries", 100, 0, 10, 0, 0},
+		{"clients retry more than the service sees", 200, 100, 30, 10, 50},
+	}
+	for _, tt := range tests {
+		r := sim.Result{Name: tt.name, Verdict: "stable",
+			Clients:  []sim.ClientSeries{{Name: "users", Total: sim.ClientTotal{Attempts: tt.clientAttempts, Retries: tt.clientRetries}}},
+			Services: []sim.ServiceSeries{{Name: "backend", Bins: []sim.ServiceBin{{OfferedFirst: tt.serviceFirst, OfferedRetries: tt.retrys}, {OfferedFirst: tt.serviceFirst, OfferedRetries: tt.retrys}}}}}
+		if got := Summarize(r).RetriesPct; got != tt.want {
+			t.Errorf("%s: RETRIES %v%%, want %v%%", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestAdvice(t *testing.T) {
 	meta, rec := Summarize(synthetic("naive", "metastable", -1)), Summarize(synthetic("stormguard", "recovered", 7))
 	changes := map[string][]string{"stormguard": {"clients.app.policy: stormguard", "services.db.defenses: stormguard"}}
@@ -196,7 +222,7 @@ func TestAdvice(t *testing.T) {
 		{"no changes known", []Summary{meta, rec}, nil, []string{"what differs between the two runs"}},
 		{"a relapse is not advised", []Summary{meta, early, right}, runbooks,
 			[]string{"while pause-capacity-resume recovered", "ship what it changes: actions: [capacity, resume]"}},
-		{"all metastable", []Summary{meta}, nil, []string{"Every run stayed metastable", "retries are 50%", "retry budget", "60% of the services' work"}},
+		{"all metastable", []Summary{meta}, nil, []string{"Every run stayed metastable", "retries are 58%" /* at the service: 200 − 2 × goodput retries per 100 first tries */, "retry budget", "60% of the services' work"}},
 		{"all fine", []Summary{rec}, nil, []string{"Every run came through", "retries were 50%"}},
 		{"none", nil, nil, []string{"no runs"}},
 	}

@@ -24,7 +24,11 @@ type Summary struct {
 	// Demand and Goodput are requests per second, all clients together,
 	// averaged over the bins that start at or after AfterS.
 	Demand, Goodput float64
-	// RetriesPct is the share of attempts that were retries, in percent.
+	// RetriesPct is the share of attempts that were retries, in percent,
+	// at the hop where it is highest: the clients' attempts together, or
+	// the attempts arriving at one service (which counts the retries of
+	// the services that call it, invisible at the clients when a middle
+	// tier retries on their behalf).
 	RetriesPct float64
 	// WastedPct is the share of completed work at the services whose
 	// caller was no longer waiting, in percent.
@@ -87,6 +91,14 @@ func Summarize(r sim.Result) Summary {
 		}
 	}
 	s.RetriesPct = pct(float64(retries), float64(attempts))
+	for _, v := range r.Services {
+		var first, again float64
+		for _, b := range v.Bins {
+			first += finite(b.OfferedFirst)
+			again += finite(b.OfferedRetries)
+		}
+		s.RetriesPct = max(s.RetriesPct, pct(again, first+again))
+	}
 	for i, v := range reasons {
 		if v > s.TopCount {
 			s.TopReason, s.TopCount = reasonNames[i], v
