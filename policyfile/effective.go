@@ -54,6 +54,10 @@ func (f *File) EffectiveServer() *admit.Config {
 	c := f.Server.WithDefaults()
 	c.Queue = c.Queue.WithDefaults()
 	c.Limit = effectiveLimit(c.Limit)
+	if c.Supersede != nil {
+		s := c.Supersede.WithDefaults()
+		c.Supersede = &s
+	}
 	return &c
 }
 

@@ -123,17 +123,41 @@ func (f *File) Client(dep string) (*Client, error) {
 	return nil, fmt.Errorf("%s: no client policy for dependency %q (%s)", f.Name, dep, list)
 }
 
-// HTTPServer returns the server block as an httpx.ServerConfig, whose
-// runtime fields (Limiter, Dials, the hooks) are for the caller to set.
-// Without a server block it is the zero ServerConfig: every default. For
-// gRPC, policyfile/grpcpolicy gives the grpcx.ServerConfig.
+// HTTPServer returns the server block as an httpx.ServerConfig: every
+// configuration field of admit.Config that ServerConfig has (all of them,
+// under the same names), copied; the runtime fields (Limiter, Dials, the
+// hooks) are for the caller to set. Without a server block it is the zero
+// ServerConfig: every default. For gRPC, policyfile/grpcpolicy gives the
+// grpcx.ServerConfig.
 func (f *File) HTTPServer() httpx.ServerConfig {
-	if f.Server == nil {
-		return httpx.ServerConfig{}
+	var c httpx.ServerConfig
+	if f.Server != nil {
+		CopyConfig(&c, f.Server)
 	}
-	s := f.Server
-	return httpx.ServerConfig{MaxTimeout: s.MaxTimeout, MinRemaining: s.MinRemaining, RetryAfter: s.RetryAfter,
-		Limit: s.Limit, Queue: s.Queue, MaxCriticality: s.MaxCriticality}
+	return c
+}
+
+// CopyConfig sets each configuration field of the struct *dst (a field
+// with a YAML name) from the field of the struct *src with the same name
+// and type, and leaves the others. It is how a server block (an
+// admit.Config) becomes an httpx or grpcx ServerConfig, which share its
+// fields: a field added to all three is copied without a change here. It
+// returns the names of the configuration fields of *src that are set (not
+// zero) and that *dst lacks, whose setting would be lost.
+func CopyConfig(dst, src any) (lost []string) {
+	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem()
+	for j := range s.NumField() {
+		name := yamlName(s.Type().Field(j))
+		if name == "" {
+			continue
+		}
+		if i := fieldIndex(d.Type(), name); i >= 0 && d.Field(i).Type() == s.Field(j).Type() {
+			d.Field(i).Set(s.Field(j))
+		} else if !s.Field(j).IsZero() {
+			lost = append(lost, name)
+		}
+	}
+	return lost
 }
 
 // LineError is one problem with a policy file, at a line (0 when the

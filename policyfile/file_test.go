@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
@@ -16,6 +18,7 @@ import (
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/wire"
 )
 
 const example = "../examples/policy/checkout.yaml"
@@ -448,5 +451,34 @@ func TestReadLimits(t *testing.T) {
 	}
 	if _, err := Load("testdata/none.yaml"); err == nil {
 		t.Error("a missing file loads")
+	}
+}
+
+// TestServerFieldsShared: every configuration field of the server block
+// (admit.Config) is a field of httpx.ServerConfig under the same name and
+// type, so HTTPServer loses nothing, and the effective policy of a block
+// that sets them all reads back.
+func TestServerFieldsShared(t *testing.T) {
+	f, err := Parse("p.yaml", []byte("server:\n  max_timeout: 2s\n  min_remaining: 5ms\n  retry_after: 3s\n"+
+		"  limit: {kind: fixed, limit: 40}\n  queue: {capacity: 10}\n  max_criticality: sheddable-plus\n  supersede: {ttl: 5s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c httpx.ServerConfig
+	if lost := CopyConfig(&c, f.Server); len(lost) > 0 {
+		t.Errorf("httpx.ServerConfig has no %v", lost)
+	}
+	if names := fieldNames(reflect.TypeFor[admit.Config]()); len(names) < 7 {
+		t.Errorf("admit.Config's configuration fields: %v", names)
+	}
+	if got := f.HTTPServer(); got.RetryAfter != 3*time.Second || got.MaxCriticality != wire.SheddablePlus || got.Supersede == nil || got.Supersede.TTL != 5*time.Second {
+		t.Errorf("HTTPServer() = %+v", got)
+	}
+	out, err := f.EffectiveYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse("effective.yaml", out); err != nil {
+		t.Errorf("the effective server does not read back: %v\n%s", err, out)
 	}
 }
