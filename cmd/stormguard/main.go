@@ -6,6 +6,7 @@
 //	stormguard sweep [FILE] [--out DIR] [--json] [--shard I/N] [--workers N] [--max-events N] [--max-memory SIZE]
 //	stormguard analyze FILE [--run NAME] [--out DIR] [--json]
 //	stormguard lab [FILE] [--out DIR] [--seed N] [--json]
+//	stormguard check FILE [--json]
 //	stormguard fleet show|set …
 //	stormguard version (or --version)
 //	stormguard help [COMMAND]
@@ -27,7 +28,7 @@ import (
 )
 
 // commandList names the commands in error messages.
-const commandList = "sim, sweep, analyze, lab, fleet, version, help"
+const commandList = "sim, sweep, analyze, lab, check, fleet, version, help"
 
 // Exit statuses.
 const (
@@ -44,6 +45,7 @@ Usage:
   stormguard sweep [FILE] [--out DIR] [--json] [--shard I/N] [--workers N]
   stormguard analyze FILE [--run NAME] [--out DIR] [--json]
   stormguard lab [FILE] [--out DIR] [--seed N] [--json]
+  stormguard check FILE [--json]
   stormguard fleet show|set [flags]
   stormguard version
   stormguard help [COMMAND]
@@ -60,6 +62,9 @@ Commands:
   lab       run a scenario with real processes on 127.0.0.1 (load generator,
             app, fault proxy, backend) and compare it with the simulator
             (without FILE, the HotOS '21 toy example, naive and defended)
+  check     validate a policy file (a service's client policies per
+            dependency and its server's defenses, as production loads
+            them) and print its effective policy, every default filled in
   fleet     show or flip the fleet-wide dials (retries off, shed a fraction,
             limit override) and show a shared retry budget, kept in Redis
             for every process (stormguard help fleet)
@@ -147,6 +152,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runFleet(ctx, rest, stdout, stderr)
 	case "lab":
 		return runLab(ctx, rest, stdout, stderr)
+	case "check":
+		return runCheck(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
 		if len(rest) > 0 {
 			return usageError{"version takes no arguments"}
@@ -165,6 +172,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprint(stdout, analyzeHelp)
 		case rest[0] == "lab":
 			fmt.Fprint(stdout, labHelp)
+		case rest[0] == "check":
+			fmt.Fprint(stdout, checkHelp)
 		case rest[0] == "fleet":
 			fmt.Fprint(stdout, fleetHelp)
 		default:
