@@ -68,7 +68,7 @@ func Figure(out Output) (png, svg []byte, err error) {
 	if _, err := sc.WriteTo(&sb); err != nil {
 		return nil, nil, err
 	}
-	return pb.Bytes(), sb.Bytes(), nil
+	return pb.Bytes(), report.SVGFonts(sb.Bytes()), nil
 }
 
 func drawGrid(dc draw.Canvas, grid [][]*plot.Plot) {

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"regexp"
 	"testing"
 
 	"github.com/stormguard/stormguard/analyze"
@@ -53,5 +54,30 @@ func TestAmplificationPanelsShareScale(t *testing.T) {
 	// The whole chart draws.
 	if png, svg, err := analyzeAmplificationChart(analyze.Report{Analyses: runs}); err != nil || len(png) == 0 || len(svg) == 0 {
 		t.Errorf("the chart: %d B PNG, %d B SVG, %v", len(png), len(svg), err)
+	}
+}
+
+// Every font of the charts' SVG falls back on fonts with the same metrics,
+// so that a browser without the Liberation fonts lays the text out as
+// gonum measured it (legends overlapped in one that fell back on its
+// default serif).
+func TestSVGFontsHaveMetricFallbacks(t *testing.T) {
+	_, svg, err := analyzeAmplificationChart(analyze.Report{Analyses: []analyze.Analysis{
+		{Run: "r", Paths: []analyze.Path{{Client: "app", Services: []string{"db"}, Worst: 3, Budgeted: 1.1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	families := regexp.MustCompile(`font-family:([^;"]*)`).FindAllSubmatch(svg, -1)
+	if len(families) == 0 {
+		t.Fatal("the SVG names no font")
+	}
+	for _, f := range families {
+		if got := string(f[1]); got != "'Liberation Serif','Times New Roman',Tinos,Times,serif" {
+			t.Errorf("font-family %q; want Liberation Serif with its metric-compatible fallbacks", got)
+			break
+		}
+	}
+	if got := SVGFonts([]byte("font-family:Liberation Sans;x")); string(got) != "font-family:'Liberation Sans',Arial,Arimo,Helvetica,sans-serif;x" {
+		t.Errorf("SVGFonts: %s", got)
 	}
 }

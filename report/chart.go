@@ -96,7 +96,29 @@ func chart(r sim.Result) (png, svg []byte, err error) {
 	if _, err := sc.WriteTo(&sb); err != nil {
 		return nil, nil, err
 	}
-	return pb.Bytes(), sb.Bytes(), nil
+	return pb.Bytes(), SVGFonts(sb.Bytes()), nil
+}
+
+// SVGFonts gives every font of a chart's SVG the fonts that have its
+// metrics as fallbacks. The charts are laid out with the Liberation fonts'
+// metrics (gonum measures the text with them); a browser without them
+// would fall back to its default serif, wider, and legends and labels
+// would run into each other. Times New Roman (Windows, macOS) and Tinos
+// (ChromeOS, Google Fonts) have Liberation Serif's widths, glyph for glyph;
+// so have Arial and Arimo for Liberation Sans, Courier New and Cousine
+// for Liberation Mono.
+func SVGFonts(svg []byte) []byte {
+	for _, f := range svgFontStacks {
+		svg = bytes.ReplaceAll(svg, []byte("font-family:"+f[0]+";"), []byte("font-family:"+f[1]+";"))
+	}
+	return svg
+}
+
+// svgFontStacks: a Liberation font, and the stack that replaces it.
+var svgFontStacks = [...][2]string{
+	{"Liberation Serif", "'Liberation Serif','Times New Roman',Tinos,Times,serif"},
+	{"Liberation Sans", "'Liberation Sans',Arial,Arimo,Helvetica,sans-serif"},
+	{"Liberation Mono", "'Liberation Mono','Courier New',Cousine,monospace"},
 }
 
 // render draws the panels into dc, with each panel's legend to its right.

@@ -424,7 +424,7 @@ func gridFigure(plots []*plot.Plot, rows, cols int, leg plot.Legend, w, h, legen
 	if _, err := sc.WriteTo(&sb); err != nil {
 		return nil, nil, err
 	}
-	return pb.Bytes(), sb.Bytes(), nil
+	return pb.Bytes(), SVGFonts(sb.Bytes()), nil
 }
 
 // sweepRect is a filled rectangle without an outline.
