@@ -127,7 +127,7 @@ func (g *graph) offSwitch() (Finding, bool) {
 	if len(layers) == 0 {
 		return Finding{}, false
 	}
-	return Finding{Rule: "no-off-switch", Severity: Info, Where: "runbook",
+	return Finding{Rule: "no-off-switch", Severity: Warning, Where: "runbook",
 		Message: fmt.Sprintf("%s retr%s, and no step of the scenario's runbook (actions) turns %s retries off, sheds or pauses them: removing load is the one recovery move that always works, and without a switch it is a code change in the middle of an incident.",
 			andList(layers), map[bool]string{true: "y", false: "ies"}[len(layers) > 1], map[bool]string{true: "their", false: "its"}[len(layers) > 1]),
 		Fix:     "Wire a kill switch (killswitch.Dials) into the retrying layers and rehearse it: add a retries-off or shed action to a run and check that it recovers.",

@@ -36,7 +36,7 @@ var Rules = []Rule{
 	{"crash-before-shed", "warning: a replica crashes at a queue length its queue reaches before shedding anything"},
 	{"costly-failures", "note: refusals cost work, so at twice its capacity a service serves less than its capacity"},
 	{"cpu-blind-autoscaler", "warning: an autoscaler reads CPU on a service whose workers spend most of a request waiting on calls"},
-	{"no-off-switch", "note: layers retry and no runbook step (actions) turns their retries off, sheds or pauses them"},
+	{"no-off-switch", "warning: layers retry and no runbook step (actions) turns their retries off, sheds or pauses them"},
 }
 
 // findings checks every rule.

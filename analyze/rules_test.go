@@ -243,7 +243,7 @@ var ruleCases = []struct {
 		[]string{`{name: web, workers: 10, service_time: {mean: 5ms}, calls: [{service: db}], autoscale: {metric: concurrency, target: 5, max: 10}}`,
 			`{name: db, workers: 10, service_time: {mean: 50ms}}`}, nil},
 	{"no-off-switch: a layer retries", "no-off-switch",
-		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`, []string{leaf}, []got{{Info, "runbook"}}},
+		`{name: users, target: db, arrivals: {rate: 1}, policy: naive}`, []string{leaf}, []got{{Warning, "runbook"}}},
 	{"no-off-switch: nothing retries", "no-off-switch",
 		`{name: users, target: db, arrivals: {rate: 1}, policy: {preset: naive, max_attempts: 1}}`, []string{leaf}, nil},
 	{"costly-failures: free refusals", "costly-failures",

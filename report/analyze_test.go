@@ -93,7 +93,7 @@ func TestWriteAnalyze(t *testing.T) {
 	page := readFile(t, filepath.Join(dir, "index.html"))
 	checkSweepPage(t, page, 2)
 	for _, want := range []string{
-		"Analyze: three-tier", `class="badge metastable">FAIL`, "4 errors, 8 warnings, 2 notes over 2 runs",
+		"Analyze: three-tier", `class="badge metastable">FAIL`, "4 errors, 10 warnings, 0 notes over 2 runs",
 		"What to change:", "Let api→db own the retries", "Run stormguard breaks no rule at severity error",
 		"examples/three-tier.yaml", "services.db.defenses: stormguard",
 		"users → web → api → db", "27×", "1.10×", "9.26/s", "runs 16.2× above it", "runs at 60% of it",
@@ -164,9 +164,18 @@ func TestAnalyzeAdvice(t *testing.T) {
 	if !strings.HasPrefix(a, "Error (vulnerable, run naive, at db): Cut the amplification at db") {
 		t.Errorf("advice %q", a)
 	}
-	clean := rep
-	clean.Analyses = rep.Analyses[1:]
-	clean.Errors, clean.Warnings, clean.Notes = 0, 0, 0
+	// The stormguard run's one finding is the warning that it rehearses
+	// no off switch.
+	fixed := rep
+	fixed.Analyses = rep.Analyses[1:]
+	fixed.Errors, fixed.Warnings, fixed.Notes = 0, 1, 0
+	if a := AnalyzeAdvice(fixed); !strings.HasPrefix(a, "Warning (no-off-switch, run stormguard, at runbook): Wire a kill switch") {
+		t.Errorf("stormguard: %q", a)
+	}
+	clean := fixed
+	clean.Analyses = []analyze.Analysis{rep.Analyses[1]}
+	clean.Analyses[0].Findings = nil
+	clean.Warnings = 0
 	if a := AnalyzeAdvice(clean); !strings.HasPrefix(a, "Nothing: no run breaks a rule") {
 		t.Errorf("clean: %q", a)
 	}
