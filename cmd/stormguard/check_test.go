@@ -142,3 +142,35 @@ func TestCheckHelp(t *testing.T) {
 		t.Error("the main help or the command list does not name check")
 	}
 }
+
+// TestCheckDocsQuoteGolden: the excerpts of check's output in
+// docs/policy.md are what check prints (its golden files).
+func TestCheckDocsQuoteGolden(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"bad.golden", "checkout.yaml.golden"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "check", g))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The excerpt: the output without the command line and stderr
+		// marker, from the second line, up to the end of the docs' block.
+		lines := strings.Split(string(b), "\n")[1:]
+		var quoted []string
+		for _, l := range lines {
+			if l == "-- stderr --" {
+				continue
+			}
+			l = strings.ReplaceAll(l, "../../examples/", "examples/")
+			if !strings.Contains(string(doc), l+"\n") {
+				break
+			}
+			quoted = append(quoted, l)
+		}
+		if len(quoted) < 7 {
+			t.Errorf("docs/policy.md holds only the first %d lines of %s (want at least 7): %q", len(quoted), g, quoted)
+		}
+	}
+}
