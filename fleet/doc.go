@@ -107,7 +107,10 @@
 //     local one does, and has no probation).
 //   - A state last written by another Redis server (Redis's run_id: a
 //     failover, or a restart that loaded a copy) grants nothing for one
-//     LeaseTTL while the processes report. Each message carries the
+//     LeaseTTL, counted from when a process first finds it there, while
+//     the processes report: a probation the copy carries is extended to
+//     that, never kept (it may have ended on the old server already, and
+//     the copy would grant its old pool at once). Each message carries the
 //     version of the state its process last saw (the messages applied in
 //     its generation); a process that saw a later version, or a later
 //     generation, than Redis holds has the state rebuilt from the leases of

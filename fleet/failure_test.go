@@ -517,3 +517,90 @@ func TestCorruptWindowRepaired(t *testing.T) {
 		t.Errorf("after the repair: %+v, %v", lv, err)
 	}
 }
+
+// TestMovedStateStartsItsOwnProbation: a state last written by another
+// Redis server grants nothing for one LeaseTTL counted from when a process
+// finds it there, whatever probation the copy carries. "ended, not
+// cleared": the copy was taken after a probation ended but before a round
+// trip cleared it (TestMultiProcessFailover/stale did this under load: its
+// processes started slower than the probation, and the test's own end of
+// it came after the pool had filled). "new budget's": the copy was taken
+// during a new budget's probation, which ended before the replica was
+// promoted. Kept as it was, the copy's probation had ended: the promoted
+// replica granted the stale pool at once (the whole capacity, filled, in
+// the second case) to a process that never saw the old state, before the
+// processes that had spent it could report.
+func TestMovedStateStartsItsOwnProbation(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		filled bool // the pool filled on the primary before the copy
+	}{
+		{"ended, not cleared", true},
+		{"new budget's", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			leakcheck.Check(t)
+			primary := redistest.Start(t)
+			replica := redistest.StartReplica(t, primary)
+			key := "moved-probation"
+			st := "stormguard:budget:{" + key + "}"
+			logger, logs := testLogger()
+			ttl := hostspeed.Scale(300 * time.Millisecond)
+			cfg := Config{Spec: aws2026(t), LeaseTTL: ttl, Timeout: redisTimeout(), Logger: logger}
+			old := joinN(t, primary.Addr(), key, 1, cfg)[0]
+			if c.filled {
+				endProbation(t, primary.Addr(), key, old)
+			}
+			// No process is left to clear or end a probation on the primary.
+			if err := old.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if c.filled {
+				primary.MustDo("HSET", st, "prob", "1") // a probation that ended, not yet cleared
+			}
+			// The copy holds that ended probation, or the new budget's one
+			// (with the fill that ends it).
+			field := map[bool]string{true: "prob", false: "fill"}[c.filled]
+			waitFor(t, hostspeed.Scale(2*time.Second), "the replica to hold the copy", func() bool {
+				v, err := replica.Do("HGET", st, field)
+				return err == nil && v == "1"
+			})
+			replica.Promote()
+			rdb := newClient(t, replica.Addr())
+			waitFor(t, ttl+hostspeed.Scale(2*time.Second), "the copy's probation to end", func() bool {
+				p, err := replica.Do("HGET", st, "prob")
+				if err != nil {
+					return false
+				}
+				lv, err := Peek(t.Context(), rdb, key)
+				return err == nil && p != "" && lv.Probation.IsZero()
+			})
+
+			joining := time.Now()
+			fc := cfg
+			fc.ID = "fresh"
+			fresh := joinN(t, replica.Addr(), key, 1, fc)[0]
+			if !strings.Contains(logs.String(), "written by another Redis server") {
+				t.Fatalf("the fresh process did not find the state moved:\n%s", logs.String())
+			}
+			lv, err := Peek(t.Context(), rdb, key)
+			if err != nil || lv.Probation.IsZero() {
+				t.Errorf("the moved state: %+v, %v; want a probation", lv, err)
+			} else if got := lv.Probation.Sub(lv.ServerTime); got < ttl-hostspeed.Scale(200*time.Millisecond) {
+				t.Errorf("the moved state's probation ends %v after the join, want about the lease TTL %v", got, ttl)
+			}
+			if _, ok := fresh.RetryAt(time.Now(), budget.Transient); ok {
+				t.Error("a retry granted from the moved state during its probation")
+			}
+			if h := fresh.Stats().Hold; h != 0 {
+				t.Errorf("the fresh process holds %g tokens during the probation, want 0", h)
+			}
+			// Then, no process of an earlier state having reported, the pool
+			// grants: the copy as it is, or the new budget filled.
+			waitFor(t, ttl+hostspeed.Scale(2*time.Second), "a lease after the probation", func() bool { return fresh.Stats().Hold == 28 })
+			if d := time.Since(joining); d < ttl {
+				t.Errorf("the moved state granted %v after the join began, before a probation of %v", d, ttl)
+			}
+		})
+	}
+}

@@ -148,10 +148,15 @@ if not cur[1] then
 else
   if cur[4] ~= run then
     -- written by another server (a failover, or a restart that loaded a
-    -- copy): it may be old, and only the processes can tell. (No srv: a
+    -- copy): it may be old, and only the processes can tell, given one
+    -- whole probation from now. A probation the copy carries (one that
+    -- ended on the old server before a round trip cleared it, or a new
+    -- budget's) is extended to that, never kept as it is: kept, it may
+    -- have ended already and the copy would grant at once. (No srv: a
     -- state of a stormguard that did not record it, trusted once.)
     if cur[4] then
-      if not redis.call('HGET', st, 'prob') then redis.call('HSET', st, 'prob', now + ttl) end
+      local p = tonumber(redis.call('HGET', st, 'prob') or '')
+      if not p or p < now + ttl then redis.call('HSET', st, 'prob', now + ttl) end
       note = 'moved'
     end
     redis.call('HSET', st, 'srv', run)
