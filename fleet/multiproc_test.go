@@ -50,8 +50,9 @@ func (f *stormFleet) goAll() {
 	f.started = len(f.children)
 }
 
-// fill ends the probation of the new budget on srv and waits until the
-// processes hold their leases (held = n leases).
+// fill ends the probation of the new budget on srv, if it still runs (the
+// processes may have been slower to start than the probation), and waits
+// until the processes hold their leases (held = n leases).
 func (f *stormFleet) fill(srv *redistest.Server, n int) {
 	f.t.Helper()
 	st := "stormguard:budget:{" + f.key + "}"
@@ -62,7 +63,7 @@ func (f *stormFleet) fill(srv *redistest.Server, n int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	srv.MustDo("HSET", st, "prob", "1")
+	srv.MustDo("EVAL", endProbationScript, "1", st)
 	want := fmt.Sprint(n * 28000)
 	for srv.MustDo("HGET", st, "held") != want {
 		if time.Now().After(deadline) {
