@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -172,10 +173,16 @@ func TestDynamoDB2015(t *testing.T) {
 
 // TestSlack2021: examples/slack-2021.yaml. The CPU-keyed autoscaler scales
 // the I/O-bound web tier down to at most 3 replicas during the backend's
-// slowdown and is still down 30 s after it ended (recovery ≥ 30 s), and its
-// scale-up drives the configuration service past its 40 calls/s; the
+// slowdown and is still down 30 s after it ended (recovery ≥ 30 s). Its
+// scale-up floods the configuration service, which other services read
+// too: offered more than its 40 calls/s, averaged over 5 s, in at least 10
+// windows (seeds 1–3: 23–25), and its readers fail (at least 5 % of their
+// reads; 13–16 %), all of them in some 5 s window. Without the start-up
+// calls the same run fails no read: the flood is what fails them. The
 // concurrency- and queue-delay-keyed autoscalers never go below 9 replicas
-// and, like the fixed tier that sheds at its edge, recover within 5 s.
+// and, like the fixed tier that sheds at its edge, recover within 5 s; their
+// boots never offer the config service more than 44/s over 5 s (41 at most
+// in seeds 1–3) and no read fails.
 func TestSlack2021(t *testing.T) {
 	f := loadExample(t, "slack-2021.yaml")
 	minUp := func(r Result) float64 {
@@ -185,18 +192,53 @@ func TestSlack2021(t *testing.T) {
 		}
 		return m
 	}
-	cpu := mustRun(t, runSpec(t, f, "cpu-autoscaler"), "cpu-autoscaler")
-	peak := 0.0
-	for _, b := range cpu.Services[2].Bins {
-		peak = max(peak, b.OfferedFirst+b.OfferedRetries)
+	// config: the 5 s windows whose offered load is above 40/s, and the
+	// highest such mean; the readers' failed share, overall and in the
+	// worst 5 s window.
+	config := func(r Result) (over int, peak, failed, worst float64) {
+		cfg, rd := r.Services[2].Bins, r.Clients[1].Bins
+		for i := 0; i+5 <= len(cfg); i++ {
+			o, fl, d := 0.0, 0.0, 0.0
+			for j := i; j < i+5; j++ {
+				o += (cfg[j].OfferedFirst + cfg[j].OfferedRetries) / 5
+				fl += rd[j].ArrivedFailed
+				d += rd[j].Demand
+			}
+			peak = max(peak, o)
+			if o > 40 {
+				over++
+			}
+			if d > 0 {
+				worst = max(worst, fl/d)
+			}
+		}
+		tot := r.Clients[1].Total
+		return over, peak, float64(tot.Failed) / float64(tot.Requests), worst
 	}
-	if m := minUp(cpu); m > 3 || cpu.RecoveryS == nil || *cpu.RecoveryS < 30 || peak <= 40 {
-		t.Errorf("cpu: down to %v replicas, recovery %v s, config peak %v/s; want ≤ 3, ≥ 30 s, above 40", m, fmtPtr(cpu.RecoveryS), peak)
+	cpuSpec := runSpec(t, f, "cpu-autoscaler")
+	cpu := mustRun(t, cpuSpec, "cpu-autoscaler")
+	if m := minUp(cpu); m > 3 || cpu.RecoveryS == nil || *cpu.RecoveryS < 30 {
+		t.Errorf("cpu: down to %v replicas, recovery %v s; want ≤ 3, ≥ 30 s", m, fmtPtr(cpu.RecoveryS))
+	}
+	if over, peak, failed, worst := config(cpu); over < 10 || failed < 0.05 || worst < 0.99 {
+		t.Errorf("cpu: config above 40/s in %d windows of 5 s (peak %.0f/s), readers failed %.1f%% (worst 5 s %.0f%%); want ≥ 10, ≥ 5%%, 100%%",
+			over, peak, 100*failed, 100*worst)
+	}
+	quiet := cpuSpec
+	quiet.Services = slices.Clone(quiet.Services)
+	as := *quiet.Services[0].Autoscale
+	as.Startup = nil
+	quiet.Services[0].Autoscale = &as
+	if _, peak, failed, _ := config(mustRun(t, quiet, "cpu-autoscaler without start-up calls")); failed > 0 {
+		t.Errorf("cpu without start-up calls: readers failed %.1f%% (config peak %.0f/s), want none", 100*failed, peak)
 	}
 	for _, name := range []string{"concurrency-autoscaler", "queue-delay-autoscaler", "fixed-with-shedding"} {
 		r := mustRun(t, runSpec(t, f, name), name)
 		if m := minUp(r); m < 9 || r.RecoveryS == nil || *r.RecoveryS > 5 {
 			t.Errorf("%s: down to %v replicas, recovery %v s; want ≥ 9 and ≤ 5 s", name, m, fmtPtr(r.RecoveryS))
+		}
+		if _, peak, failed, _ := config(r); peak > 44 || failed > 0 {
+			t.Errorf("%s: config offered %.0f/s at most over 5 s, readers failed %.1f%%; want ≤ 44/s and none", name, peak, 100*failed)
 		}
 	}
 }
