@@ -36,12 +36,17 @@ var (
 // service is overloaded (the kill switch, or ServiceSaturated); UNAVAILABLE
 // with the instance signal and a pushback for an overloaded instance;
 // DEADLINE_EXCEEDED, which no signal accompanies, for a call whose deadline
-// passed before it started; CANCELLED, which nobody receives, for a call
-// whose client left while it waited.
-func (s *Server) refuse(setTrailer func(metadata.MD), a admit.Answer) error {
-	switch a {
+// passed before it started; ALREADY_EXISTS with stormguard-superseded:
+// replaced and a negative pushback for a call a newer twin superseded;
+// CANCELLED, which nobody receives, for a call whose client left while it
+// waited.
+func (s *Server) refuse(setTrailer func(metadata.MD), d admit.Decision) error {
+	switch d.Answer {
 	case admit.Throttled:
 		setTrailer(s.mdThrottled)
+		if d.Reason == admit.ShedKeyBusy {
+			return errKeyBusy
+		}
 		return errThrottled
 	case admit.ServiceOverloaded:
 		setTrailer(mdService)
@@ -51,6 +56,9 @@ func (s *Server) refuse(setTrailer func(metadata.MD), a admit.Answer) error {
 		return errInstance
 	case admit.Expired:
 		return errExpired
+	case admit.Superseded:
+		setTrailer(mdReplaced)
+		return errSuperseded
 	default: // admit.Canceled
 		return errCanceled
 	}

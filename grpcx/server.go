@@ -17,8 +17,8 @@ import (
 	"github.com/stormguard/stormguard/wire"
 )
 
-// ServerConfig describes a [Server]. Its fields but ThrottleClient and
-// TrustCriticality are those of [admit.Config] (and of httpx.ServerConfig),
+// ServerConfig describes a [Server]. Its fields but ThrottleClient,
+// TrustCriticality and IdempotencyScope are those of [admit.Config] (and of httpx.ServerConfig),
 // with the same meaning and the same configuration names, so one YAML block
 // configures either server; here is what they mean on gRPC. The first fields are plain data
 // (a zero field takes the default in brackets); the last ones are runtime
@@ -57,6 +57,14 @@ type ServerConfig struct {
 	// critical-plus only when every client that reaches the server is
 	// inside your network and trusted; see [admit.Config].MaxCriticality.
 	MaxCriticality wire.Criticality `json:"max_criticality,omitempty" yaml:"max_criticality,omitempty"`
+	// Supersede turns request supersession on for unary calls that carry
+	// idempotency-key metadata; nil, the default, leaves it off. See
+	// "Request supersession" in the [Server] documentation for the rules,
+	// and [admit.SupersedeConfig] for the bounds (MaxReplayBytes is
+	// ignored: the reply message is shared, not copied). The key is the
+	// caller's say-so: turn it on only where every caller is inside your
+	// network and trusted, or set IdempotencyScope.
+	Supersede *admit.SupersedeConfig `json:"supersede,omitempty" yaml:"supersede,omitempty"`
 
 	// Limiter, when set, is used instead of building one from Limit (to
 	// use an algorithm configured in code, say). Build it with
@@ -91,6 +99,14 @@ type ServerConfig struct {
 	// address on a private network that outsiders cannot reach. It must be
 	// fast and safe for concurrent use.
 	TrustCriticality func(ctx context.Context, fullMethod string) bool `json:"-" yaml:"-"`
+	// IdempotencyScope, when set with Supersede, tells who makes a call
+	// with idempotency-key metadata, from its incoming context and full
+	// method name: calls are collapsed only when they carry the same key,
+	// to the same method, from the same scope. Return something the caller
+	// cannot forge (the peer's verified identity under mutual TLS), "" for
+	// callers you cannot tell apart. It must be fast and safe for
+	// concurrent use.
+	IdempotencyScope func(ctx context.Context, fullMethod string) string `json:"-" yaml:"-"`
 	// OnQueueWait, when set, is told how long each call that was admitted
 	// waited for its slot: 0 for the calls admitted at once. It runs on the
 	// call's goroutine before the handler, and must not block (a histogram
@@ -120,7 +136,7 @@ var ErrInvalidServerConfig = admit.ErrInvalidConfig
 // gate returns the admission gate's part of c.
 func (c ServerConfig) gate() admit.Config {
 	return admit.Config{MaxTimeout: c.MaxTimeout, MinRemaining: c.MinRemaining, RetryAfter: c.RetryAfter,
-		Limit: c.Limit, Queue: c.Queue, MaxCriticality: c.MaxCriticality, Limiter: c.Limiter, Dials: c.Dials,
+		Limit: c.Limit, Queue: c.Queue, MaxCriticality: c.MaxCriticality, Supersede: c.Supersede, Limiter: c.Limiter, Dials: c.Dials,
 		ServiceSaturated: c.ServiceSaturated, OnQueueWait: c.OnQueueWait, OnRefuse: c.OnRefuse}
 }
 
@@ -206,6 +222,51 @@ const (
 // stormguard-retries-exhausted: 1 to the trailer itself, so that the
 // layers above do not retry: retries happen at one layer only.
 //
+// # Request supersession
+//
+// With Supersede set, unary calls that carry idempotency-key metadata
+// ([KeyIdempotencyKey]: one value, 1 to 255 printable ASCII characters,
+// optionally quoted; any other value is ignored) are collapsed in the
+// admission gate, between steps 3 and 4, with the calls of the same key to
+// the same method (and from the same IdempotencyScope, if set) that the
+// server holds, as httpx.Server does with the Idempotency-Key header:
+//
+//	its twin is…   the call                                    the twin
+//	nowhere        runs as usual                               —
+//	queued         takes the twin's place in the queue         ALREADY_EXISTS, trailers stormguard-superseded:
+//	                                                           replaced and grpc-retry-pushback-ms: -1
+//	in service     waits, and is answered with the twin's      runs once; its answer is kept
+//	               reply message or error, header and
+//	               trailer metadata, and stormguard-superseded:
+//	               joined in the trailer
+//	in service,    RESOURCE_EXHAUSTED with a pushback          runs on
+//	too many wait  (shed, key-busy)
+//
+// Why ALREADY_EXISTS: it is the code that maps to HTTP 409, which the HTTP
+// server answers (the idempotency draft's status for a key in use by
+// another request), and neither stormguard's client nor a usual gRFC A6
+// policy retries it or counts it against a circuit breaker. ABORTED, the
+// code of a concurrency conflict, is retried by stormguard's classifier
+// and often by A6 policies: a retried superseded call would supersede the
+// newer one in turn. CANCELLED reads as the caller's own cancellation, and
+// is what the server answers a caller that left. The negative pushback
+// stops an A6 client that retries ALREADY_EXISTS all the same.
+//
+// A twin's reply message is shared with its waiters, not copied (grpc-go
+// marshals it for each; a handler must not change a message after
+// returning it). A twin that panics, or fails after its client left,
+// leaves nothing to replay: its waiters go through the gate again, and the
+// first of them runs. The key is forgotten when the twin ends. Streaming
+// calls are never collapsed: their metadata key is ignored.
+//
+// The key is the caller's say-so, like stormguard-criticality: a caller
+// that learns or guesses another's key can have that caller's queued call
+// superseded or read its reply. Turn supersession on only where every
+// caller is inside your network and trusted, or set IdempotencyScope to
+// tell callers apart. A key names one intent: the server does not compare
+// request messages, so a client must not reuse a key for a different
+// request.
+//
 // # What the concurrency limit learns, and how calls are counted
 //
 // Each handler holds a slot, released, and the call counted in
@@ -227,7 +288,7 @@ const (
 // (the first line that applies wins). "In time" means before the call's
 // deadline and while its client was there. Calls refused or dropped before
 // starting hold no slot; each is counted in exactly one of Shed (by
-// reason), Expired or Canceled.
+// reason), Expired, Canceled, or, with Supersede, Superseded or Joined.
 //
 // The Server is the gRPC shell of an [admit.Gate], which decides, as it
 // does for httpx.Server; see there for concurrency. A Server is safe for
@@ -235,10 +296,12 @@ const (
 // (ServiceSaturated, ThrottleClient, OnQueueWait, the handler) runs under a
 // lock.
 type Server struct {
-	gate     *admit.Gate
-	throttle func(context.Context, string) bool
-	trust    func(context.Context, string) bool
-	maxCrit  wire.Criticality
+	gate      *admit.Gate
+	throttle  func(context.Context, string) bool
+	trust     func(context.Context, string) bool
+	maxCrit   wire.Criticality
+	supersede bool
+	scope     func(context.Context, string) string
 
 	// Trailers of the refusals, built once. grpc-go copies a trailer it is
 	// given (metadata.Join).
@@ -262,6 +325,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		maxCrit:     cfg.MaxCriticality,
 		mdInstance:  metadata.MD{keyOverload: {wire.OverloadInstance.String()}, wire.KeyGRPCRetryPushback: {ms}},
 		mdThrottled: metadata.MD{wire.KeyGRPCRetryPushback: {ms}},
+		supersede:   cfg.Supersede != nil,
+		scope:       cfg.IdempotencyScope,
 	}, nil
 }
 
@@ -288,13 +353,36 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 }
 
 func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	var resp any
 	setTrailer := func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }
-	err := s.handle(ctx, info.FullMethod, setTrailer, func(hctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	r := s.request(ctx, md, info.FullMethod)
+	if s.supersede {
+		r.Key, r.KeyScope = keyOf(ctx, md, info.FullMethod, s.scope)
+	}
+	t, d := s.gate.Admit(ctx, time.Now(), r)
+	switch {
+	case d.Answer == admit.Joined:
+		return sendReplay(ctx, d.Result.(*unaryReply))
+	case !d.Admitted():
+		return nil, s.refuse(setTrailer, d)
+	}
+	var resp any
+	var cs *captureStream
+	if st := grpc.ServerTransportStreamFromContext(ctx); t.Joinable() && st != nil {
+		cs = &captureStream{ServerTransportStream: st}
+	}
+	var kept func(error) any
+	if cs != nil {
+		kept = func(err error) any { return cs.reply(resp, err) }
+	}
+	err := serve(ctx, func(hctx context.Context) error {
+		if cs != nil {
+			hctx = grpc.NewContextWithServerTransportStream(hctx, cs)
+		}
 		var err error
 		resp, err = handler(hctx, req)
 		return err
-	})
+	}, t, setTrailer, kept)
 	return resp, err
 }
 
@@ -317,6 +405,16 @@ func (s *serverStream) Context() context.Context { return s.ctx }
 // runs it with run if it is admitted.
 func (s *Server) handle(ctx context.Context, method string, setTrailer func(metadata.MD), run func(context.Context) error) error {
 	md, _ := metadata.FromIncomingContext(ctx)
+	t, d := s.gate.Admit(ctx, time.Now(), s.request(ctx, md, method))
+	if !d.Admitted() {
+		return s.refuse(setTrailer, d)
+	}
+	return serve(ctx, run, t, setTrailer, nil)
+}
+
+// request reads a call's signals for the gate, with the hooks that ask
+// about its caller.
+func (s *Server) request(ctx context.Context, md metadata.MD, method string) admit.Request {
 	req := requestOf(md)
 	if req.Criticality > s.maxCrit && s.trust != nil {
 		req.TrustedCriticality = s.trust(ctx, method)
@@ -324,11 +422,7 @@ func (s *Server) handle(ctx context.Context, method string, setTrailer func(meta
 	if s.throttle != nil {
 		req.Throttle = func() bool { return s.throttle(ctx, method) }
 	}
-	t, d := s.gate.Admit(ctx, time.Now(), req)
-	if !d.Admitted() {
-		return s.refuse(setTrailer, d.Answer)
-	}
-	return serve(ctx, run, t, setTrailer)
+	return req
 }
 
 // requestOf reads a call's signals from its metadata: the attempt number
@@ -365,12 +459,18 @@ func attemptOf(md metadata.MD) int {
 }
 
 // serve runs the handler under the call's deadline and signals, then
-// releases its ticket with the handler's outcome.
-func serve(ctx context.Context, run func(context.Context) error, t admit.Ticket, setTrailer func(metadata.MD)) (err error) {
+// releases its ticket with the handler's outcome and, if kept is set and
+// the handler returned, what kept returns: the answer to replay to the
+// calls that joined it.
+func serve(ctx context.Context, run func(context.Context) error, t admit.Ticket, setTrailer func(metadata.MD), kept func(error) any) (err error) {
 	hctx, cancel := t.Bind(ctx)
 	returned := false
 	defer func() {
-		t.Release(ctx, time.Now(), handlerOutcome(err, !returned))
+		var result any
+		if returned && kept != nil {
+			result = kept(err)
+		}
+		t.ReleaseWith(ctx, time.Now(), handlerOutcome(err, !returned), result)
 		cancel()
 	}()
 	err = run(hctx)

@@ -357,8 +357,8 @@ func TestServerConfigsMirrorAdmit(t *testing.T) {
 				t.Errorf("%v.%s is %v `%s`; admit.Config's is %v `%s`", shell, f.Name, f.Type, f.Tag, g.Type, g.Tag)
 			}
 		}
-		if shell.NumField()-len(own) != gate.NumField() || !slices.Equal(own, []string{"ThrottleClient", "TrustCriticality"}) {
-			t.Errorf("%v has %d fields, its own %v; want admit.Config's %d, ThrottleClient and TrustCriticality", shell, shell.NumField(), own, gate.NumField())
+		if shell.NumField()-len(own) != gate.NumField() || !slices.Equal(own, []string{"ThrottleClient", "TrustCriticality", "IdempotencyScope"}) {
+			t.Errorf("%v has %d fields, its own %v; want admit.Config's %d, ThrottleClient, TrustCriticality and IdempotencyScope", shell, shell.NumField(), own, gate.NumField())
 		}
 	}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/stormguard/stormguard/wire"
 )
 
-// ServerConfig describes a [Server]. Its fields but ThrottleClient and
-// TrustCriticality are those of [admit.Config], with the same meaning and
+// ServerConfig describes a [Server]. Its fields but ThrottleClient,
+// TrustCriticality and IdempotencyScope are those of [admit.Config], with the same meaning and
 // the same configuration names, so one YAML block configures an HTTP or a
 // gRPC server; here is what they mean on HTTP. The first fields are plain
 // data (they decode from JSON or YAML and a zero field takes the default in

@@ -34,12 +34,8 @@ var (
 // is then served as if it had none). The scope is the method, host and
 // path, and the caller as scope tells it, if set.
 func keyOf(r *http.Request, scope func(*http.Request) string) (key, keyScope string) {
-	v := r.Header[HeaderIdempotencyKey]
-	if len(v) != 1 {
-		return "", ""
-	}
-	k, err := supersede.ParseKey(v[0])
-	if err != nil {
+	k, ok := IdempotencyKey(r.Header)
+	if !ok {
 		return "", ""
 	}
 	var b strings.Builder
@@ -52,6 +48,19 @@ func keyOf(r *http.Request, scope func(*http.Request) string) (key, keyScope str
 		b.WriteString(scope(r))
 	}
 	return k, b.String()
+}
+
+// IdempotencyKey returns the idempotency key of a request's header
+// ([HeaderIdempotencyKey]), as the Server reads it: ok is false when there
+// is none, more than one, or a malformed one (see supersede.ParseKey;
+// surrounding spaces and one pair of quotes are removed).
+func IdempotencyKey(h http.Header) (key string, ok bool) {
+	v := h[HeaderIdempotencyKey]
+	if len(v) != 1 {
+		return "", false
+	}
+	k, err := supersede.ParseKey(v[0])
+	return k, err == nil
 }
 
 // replay is a response kept to answer the requests that joined its
