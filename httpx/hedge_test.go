@@ -51,7 +51,7 @@ func TestTransportHedge(t *testing.T) {
 			wantErr: retry.ErrBudgetExhausted, wantAttempts: []string{"1"}},
 		{name: "POST is retried, not hedged", replies: []reply{hang, ok}, policy: func() retry.Policy {
 			p := hedged(2, 10*time.Millisecond)
-			p.AttemptTimeout = 100 * time.Millisecond
+			p.AttemptTimeout = hostspeed.Scale(100 * time.Millisecond) // time for the server to see the first
 			return p
 		}(), method: http.MethodPost,
 			wantStatus: 200, wantAttempts: []string{"1", "2"}, wantCanceled: 1},
@@ -131,10 +131,12 @@ func TestTransportHedgeBudget(t *testing.T) {
 }
 
 // The caller's cancellation ends a hedged call at once, with every attempt.
+// The hedges go out 10 ms apart; the deadline leaves them 100 ms, scaled
+// with the host's slowness, to be sent (a busy host fires timers late).
 func TestTransportHedgeCallerCancels(t *testing.T) {
 	tr, _, _ := setup(t, hedged(3, 10*time.Millisecond))
 	srv := newServer(t, reply{hang: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), hostspeed.Scale(100*time.Millisecond))
 	defer cancel()
 	_, err := tr.RoundTrip(get(t, ctx, srv.URL))
 	if !errors.Is(err, retry.ErrCanceled) || !errors.Is(err, context.DeadlineExceeded) {
