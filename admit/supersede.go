@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/shed"
 	"github.com/stormguard/stormguard/supersede"
 	"github.com/stormguard/stormguard/wire"
 )
@@ -139,7 +140,9 @@ func (g *Gate) admitKeyed(ctx context.Context, r Request, attempt int, crit wire
 				// newcomer as if it had no twin.
 				return g.queueLocked(ctx, now, wt, attempt, crit, dl)
 			}
-			wt.handle = old.handle
+			// The handle is the newcomer's now: the twin, if its context
+			// ends meanwhile, must not take the newcomer out of the queue.
+			wt.handle, old.handle = old.handle, shed.Handle{}
 			old.ch <- grant{superseded: true}
 			g.mu.Unlock()
 			return g.waitQueued(ctx, wt, attempt, crit, dl)

@@ -2,6 +2,7 @@ package admit_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -333,4 +334,36 @@ func TestSupersedeConfigValidate(t *testing.T) {
 	if d := (admit.SupersedeConfig{}).WithDefaults(); d.MaxKeys != 100_000 || d.TTL != time.Minute || d.MaxWaiters != 16 || d.MaxReplayBytes != 64<<10 {
 		t.Errorf("defaults %+v", d)
 	}
+}
+
+// A queued request whose caller leaves just as a newer twin takes its
+// place is counted once (superseded or canceled), and the newer one keeps
+// the place: it is admitted when the slot frees.
+func TestSupersedeCallerLeavesAsReplaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := supGate(t, 1, admit.SupersedeConfig{})
+		seen := map[admit.Answer]int{}
+		const rounds = 50
+		for i := range rounds {
+			k := fmt.Sprint("k", i)
+			hold, _ := g.Admit(context.Background(), time.Now(), first)
+			ctx, cancel := context.WithCancel(context.Background())
+			older := admitAsync(g, ctx, keyed(k))
+			synctest.Wait()
+			cancel()                                               // the older's caller leaves…
+			newer := admitAsync(g, context.Background(), keyed(k)) // …as a newer tap arrives
+			synctest.Wait()
+			seen[(<-older).d.Answer]++
+			hold.Release(context.Background(), time.Now(), admit.Succeeded)
+			r := <-newer
+			if !r.d.Admitted() {
+				t.Fatalf("round %d: newer %+v; want admitted", i, r.d)
+			}
+			r.t.Release(context.Background(), time.Now(), admit.Succeeded)
+		}
+		if seen[admit.Superseded]+seen[admit.Canceled] != rounds {
+			t.Errorf("older answers %v; want superseded or canceled", seen)
+		}
+		checkBooks(t, g.Stats())
+	})
 }
