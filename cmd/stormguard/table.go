@@ -39,8 +39,8 @@ func printTable(w io.Writer, out sim.Output, changes map[string][]string, took t
 	if after > 0 {
 		when = fmt.Sprintf("after the last trigger ended (%.0f s)", after)
 	}
-	fmt.Fprintf(w, "\nDemand and goodput: requests/s %s. Retries: share of attempts, at the hop\n", when)
-	fmt.Fprintln(w, "where it is highest (the clients', or those arriving at one service).")
+	fmt.Fprintf(w, "\nDemand and goodput: requests/s %s.\n", when)
+	fmt.Fprintln(w, "Retries: share of attempts at the hop where it is highest (clients', or arriving at a service).")
 	fmt.Fprintln(w, "Wasted: share of the services' work whose caller had already given up.")
 	fmt.Fprintln(w)
 	for _, s := range sums {
