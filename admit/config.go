@@ -93,10 +93,11 @@ type Config struct {
 	// must not block (a histogram from metrics.QueueWait fits).
 	OnQueueWait func(wait time.Duration) `json:"-" yaml:"-"`
 	// OnRefuse, when set, is told of every request the gate does not
-	// admit (shed, expired or canceled) with the request's context, its
-	// attempt number and the decision, once it has been counted. It runs in
-	// [Gate.Admit], on the request's goroutine, before Admit returns, and
-	// must not block (a span event from otelx fits).
+	// admit (shed, expired, canceled, superseded or joined) with the
+	// request's context, its attempt number and the decision, once it has
+	// been counted. It runs in [Gate.Admit], on the request's goroutine,
+	// before Admit returns, and must not block (a span event from otelx
+	// fits).
 	OnRefuse func(ctx context.Context, attempt int, d Decision) `json:"-" yaml:"-"`
 }
 

@@ -108,8 +108,8 @@ type ServerConfig struct {
 	// block (a histogram from metrics.QueueWait fits).
 	OnQueueWait func(wait time.Duration) `json:"-" yaml:"-"`
 	// OnRefuse, when set, is told of every request refused or dropped before
-	// its handler ran (shed, expired, or whose caller left while it was
-	// queued), with the request's context, its attempt number and the gate's
+	// its handler ran (shed, expired, whose caller left while it was
+	// queued, or answered by supersession), with the request's context, its attempt number and the gate's
 	// decision, before the answer is sent. It runs on the request's goroutine
 	// and must not block (otelx.ServerEvents, which adds a span event,
 	// fits).
