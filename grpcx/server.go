@@ -114,8 +114,9 @@ type ServerConfig struct {
 	OnQueueWait func(wait time.Duration) `json:"-" yaml:"-"`
 	// OnRefuse, when set, is told of every call refused or dropped before
 	// its handler ran (shed, expired, whose caller left while it was
-	// queued, or answered by supersession), with the call's context, its attempt number and the gate's
-	// decision, before the answer is sent. It runs on the call's goroutine
+	// queued, or answered by supersession), with the call's context,
+	// its attempt number and the gate's decision, before the answer is
+	// sent. It runs on the call's goroutine
 	// and must not block (otelx.ServerEvents, which adds a span event,
 	// fits).
 	OnRefuse func(ctx context.Context, attempt int, d admit.Decision) `json:"-" yaml:"-"`
