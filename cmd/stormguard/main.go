@@ -155,6 +155,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "check":
 		return runCheck(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
+		if len(rest) == 1 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
+			fmt.Fprint(stdout, versionHelp)
+			return nil
+		}
 		if len(rest) > 0 {
 			return usageError{"version takes no arguments"}
 		}
@@ -176,6 +180,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprint(stdout, checkHelp)
 		case rest[0] == "fleet":
 			fmt.Fprint(stdout, fleetHelp)
+		case rest[0] == "version":
+			fmt.Fprint(stdout, versionHelp)
 		default:
 			return usageError{fmt.Sprintf("help: unknown command %q (commands: %s)", rest[0], commandList)}
 		}
@@ -184,6 +190,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Sprintf("unknown command %q (commands: %s; see stormguard --help)", cmd, commandList)}
 	}
 }
+
+const versionHelp = `Usage: stormguard version (or stormguard --version)
+
+Prints the module version stormguard was built from ("(devel)" for a build
+inside a checkout; v1.2.3 for go install …@v1.2.3), the VCS revision and
+commit time when the build recorded them ("+dirty": a modified tree), and
+the Go version.
+
+Exit status: 0 success, 2 usage error.
+`
 
 // versionLine is what `stormguard version` prints: the module version the
 // binary was built from ("(devel)" for a build inside a checkout), the VCS

@@ -178,6 +178,11 @@ func TestVersion(t *testing.T) {
 	if code, _, _ := runCmd(t, t.Context(), "version", "x"); code != exitUsage {
 		t.Errorf("version x: exit %d, want %d", code, exitUsage)
 	}
+	for _, args := range [][]string{{"help", "version"}, {"version", "--help"}} {
+		if code, out, _ := runCmd(t, t.Context(), args...); code != exitOK || !strings.HasPrefix(out, "Usage: stormguard version") {
+			t.Errorf("%v: exit %d, %q", args, code, out)
+		}
+	}
 }
 
 func TestFormatVersion(t *testing.T) {
