@@ -15,6 +15,7 @@
 //	client   a retrier's events          RetryHooks(mp, target), installed with retry.WithHooks:
 //	                                     the metrics and the span events
 //	         the retry budget's level    RegisterBudget(mp, target, r.Budget())
+//	         a circuit breaker's state   RegisterBreaker(mp, target, br)
 //	server   the servers' Stats          RegisterServer(mp, target, srv.Stats)
 //	         time spent queued           QueueWait(mp, target), as the servers' ServerConfig.OnQueueWait
 //	         refusals, as span events    ServerEvents(target), as the servers' ServerConfig.OnRefuse
