@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stormguard/stormguard/retry"
@@ -92,6 +94,14 @@ func (cl *client) hedge(ctx context.Context, now, dl time.Time, base metadata.MD
 		select {
 		case res := <-results:
 			cancels[res.n-1]()
+			if supersededCopy(res.o.err, res.trailer) && otherRunning(&h, res.n) {
+				// A later copy of this call took this one's place in a
+				// superseding server's queue (it carries the same
+				// idempotency-key): its answer is this call's. Not a
+				// failure: the copy is cancelled, as a loser would be.
+				r.HedgeCancelAt(res.end, &h, res.n)
+				continue
+			}
 			d = r.HedgeEndAt(res.end, &h, res.n, res.o.cls, res.o.sig)
 			if res.o.cls == retry.Success {
 				win = res
@@ -135,4 +145,25 @@ func (cl *client) hedge(ctx context.Context, now, dl time.Time, base metadata.MD
 		*p = win.trailer
 	}
 	return nil
+}
+
+// supersededCopy reports whether an attempt ended with a superseding
+// server's answer to a call a newer twin replaced in its queue
+// (ALREADY_EXISTS with stormguard-superseded: replaced in the trailer).
+func supersededCopy(err error, trailer metadata.MD) bool {
+	if status.Code(err) != codes.AlreadyExists {
+		return false
+	}
+	v := trailer.Get(KeySuperseded)
+	return len(v) > 0 && v[0] == "replaced"
+}
+
+// otherRunning reports whether an attempt of h other than n is in flight.
+func otherRunning(h *retry.Hedge, n int) bool {
+	for m := 1; m <= h.Sent(); m++ {
+		if m != n && h.Running(m) {
+			return true
+		}
+	}
+	return false
 }

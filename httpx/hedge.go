@@ -112,6 +112,16 @@ func (t *Transport) hedge(ctx context.Context, base http.RoundTripper, r *retry.
 		}
 		select {
 		case res := <-results:
+			if supersededCopy(res.o.resp) && otherRunning(&h, res.n) {
+				// A later copy of this call took this one's place in a
+				// superseding server's queue (it carries the same
+				// Idempotency-Key): its answer is this call's. Not a
+				// failure: the copy is cancelled, as a loser would be.
+				r.HedgeCancelAt(res.end, &h, res.n)
+				cancels[res.n-1]()
+				discard(res.o.resp)
+				continue
+			}
 			d = r.HedgeEndAt(res.end, &h, res.n, res.o.cls, res.o.sig)
 			if res.o.cls == retry.Success {
 				win = res.o.resp
@@ -177,4 +187,21 @@ func (t *Transport) hedge(ctx context.Context, base http.RoundTripper, r *retry.
 		return resp, nil
 	}
 	return nil, err
+}
+
+// supersededCopy reports whether resp is a superseding server's answer to
+// a request a newer twin replaced in its queue (409 Conflict with
+// Stormguard-Superseded: replaced).
+func supersededCopy(resp *http.Response) bool {
+	return resp != nil && resp.StatusCode == http.StatusConflict && resp.Header.Get(HeaderSuperseded) == "replaced"
+}
+
+// otherRunning reports whether an attempt of h other than n is in flight.
+func otherRunning(h *retry.Hedge, n int) bool {
+	for m := 1; m <= h.Sent(); m++ {
+		if m != n && h.Running(m) {
+			return true
+		}
+	}
+	return false
 }
