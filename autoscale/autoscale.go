@@ -103,33 +103,59 @@ func (p Policy) WithDefaults() Policy {
 // Validate reports a policy that cannot be used, naming the field.
 func (p Policy) Validate() error {
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("autoscale: "+format, a...)) }
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, &FieldError{Name: field, Msg: fmt.Sprintf(format, a...)})
+	}
 	switch p.Metric {
 	case CPU:
 		if !(p.Target > 0 && p.Target <= 1) {
-			bad("target %v: a cpu target is a utilisation in (0, 1]", p.Target)
+			bad("target", "%v: a cpu target is a utilisation in (0, 1]", p.Target)
 		}
 	case Concurrency, QueueDelay, Rate:
 		if !(p.Target > 0) || math.IsInf(p.Target, 0) {
-			bad("target %v must be a finite number > 0", p.Target)
+			bad("target", "%v must be a finite number > 0", p.Target)
 		}
 	default:
-		bad("metric %q is not one of cpu, concurrency, queue-delay, rate", p.Metric)
+		bad("metric", "%q is not one of cpu, concurrency, queue-delay, rate", p.Metric)
 	}
 	if p.Min < 0 || p.Max < max(1, p.Min) || p.Max > MaxReplicas {
-		bad("min %d and max %d must satisfy 1 ≤ min ≤ max ≤ %d", p.Min, p.Max, MaxReplicas)
+		field := "max"
+		if p.Min < 0 {
+			field = "min"
+		}
+		bad(field, "min %d and max %d must satisfy 1 ≤ min ≤ max ≤ %d", p.Min, p.Max, MaxReplicas)
 	}
-	if p.Interval < 0 || p.UpDelay < 0 || p.Cooldown < 0 {
-		bad("interval, up_delay and cooldown must not be negative")
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"interval", p.Interval}, {"up_delay", p.UpDelay}, {"cooldown", p.Cooldown}} {
+		if d.v < 0 {
+			bad(d.field, "%v must not be negative", d.v)
+		}
 	}
 	if p.MaxStep < 0 {
-		bad("max_step %d is negative", p.MaxStep)
+		bad("max_step", "%d is negative", p.MaxStep)
 	}
 	if math.IsNaN(p.Tolerance) || p.Tolerance >= 1 {
-		bad("tolerance %v must be below 1", p.Tolerance)
+		bad("tolerance", "%v must be below 1", p.Tolerance)
 	}
 	return errors.Join(errs...)
 }
+
+// FieldError is a problem of one field of a Policy, named as in YAML and
+// JSON (Name), so that a loader can point at its line.
+type FieldError struct {
+	Name string
+	Msg  string
+}
+
+func (e *FieldError) Error() string { return "autoscale: " + e.Name + ": " + e.Msg }
+
+// Field is the name of the field at fault.
+func (e *FieldError) Field() string { return e.Name }
+
+// Reason is what is wrong with it, without the field's name.
+func (e *FieldError) Reason() string { return e.Msg }
 
 // Autoscaler applies a Policy. Build one with [New].
 type Autoscaler struct {

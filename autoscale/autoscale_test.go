@@ -1,6 +1,7 @@
 package autoscale
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -69,20 +70,24 @@ func TestDecideAt(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	for _, c := range []struct {
-		p    Policy
-		want string
+		p     Policy
+		field string // the field the error names
+		want  string
 	}{
-		{Policy{Metric: "memory", Target: 1, Max: 1}, `metric "memory"`},
-		{Policy{Metric: CPU, Target: 60, Max: 1}, "utilisation in (0, 1]"},
-		{Policy{Metric: Rate, Target: 0, Max: 1}, "target 0"},
-		{Policy{Metric: Rate, Target: 1, Min: 5, Max: 2}, "1 ≤ min ≤ max"},
-		{Policy{Metric: Rate, Target: 1, Max: 2, Cooldown: -1}, "must not be negative"},
-		{Policy{Metric: Rate, Target: 1, Max: 2, MaxStep: -1}, "max_step"},
-		{Policy{Metric: Rate, Target: 1, Max: 2, Tolerance: 1}, "tolerance"},
+		{Policy{Metric: "memory", Target: 1, Max: 1}, "metric", `"memory" is not one of`},
+		{Policy{Metric: CPU, Target: 60, Max: 1}, "target", "utilisation in (0, 1]"},
+		{Policy{Metric: Rate, Target: 0, Max: 1}, "target", "0 must be a finite number"},
+		{Policy{Metric: Rate, Target: 1, Min: 5, Max: 2}, "max", "1 ≤ min ≤ max"},
+		{Policy{Metric: Rate, Target: 1, Max: 2, Cooldown: -1}, "cooldown", "must not be negative"},
+		{Policy{Metric: Rate, Target: 1, Max: 2, UpDelay: -1}, "up_delay", "must not be negative"},
+		{Policy{Metric: Rate, Target: 1, Max: 2, MaxStep: -1}, "max_step", "is negative"},
+		{Policy{Metric: Rate, Target: 1, Max: 2, Tolerance: 1}, "tolerance", "below 1"},
 	} {
 		err := c.p.Validate()
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("Validate(%+v) = %v, want it to mention %q", c.p, err, c.want)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field() != c.field || !strings.Contains(fe.Reason(), c.want) ||
+			err.Error() != "autoscale: "+c.field+": "+fe.Reason() {
+			t.Errorf("Validate(%+v) = %v; want a FieldError for %s mentioning %q", c.p, err, c.field, c.want)
 		}
 	}
 	if err := (Policy{Metric: CPU, Target: 0.5, Max: 4}).Validate(); err != nil {

@@ -32,9 +32,24 @@ func (f *fieldErrs) add(msg string, path ...string) {
 	*f = append(*f, &FieldError{Path: joinPath(path...), Msg: msg})
 }
 
-// wrap records err under path: a FieldError keeps its own path below it.
+// wrap records err under path: a FieldError keeps its own path below it,
+// an error that names its field (Field and Reason methods, as autoscale's)
+// goes at that field, and each error of a join is recorded on its own.
 func (f *fieldErrs) wrap(err error, path ...string) {
 	if err == nil {
+		return
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			f.wrap(e, path...)
+		}
+		return
+	}
+	if named, ok := err.(interface {
+		Field() string
+		Reason() string
+	}); ok {
+		*f = append(*f, &FieldError{Path: joinPath(append(path, named.Field())...), Msg: named.Reason()})
 		return
 	}
 	var fe *FieldError
