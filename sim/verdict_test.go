@@ -311,6 +311,8 @@ func TestJudgeRules(t *testing.T) {
 			want{"recovered", 30, 30, 20, "again from 50 s"}},
 		{"a lull, then the collapse goes on", build(100, nil, seg{0, 30, 100, 100, false}, seg{30, 40, 100, 0, false}, seg{50, 100, 100, 0, false}),
 			want{"metastable", 30, 30, -1, "had not come back by the end"}},
+		{"a collapse in the last judged bins is not a recovery after them", build(140, nil, seg{0, 135, 100, 100, false}, seg{135, 137, 100, 0, false}, seg{137, 140, 100, 0, true}),
+			want{"metastable", 135, 135, -1, "had not come back by the end"}},
 		{"a relapse during a trigger counts from the first collapse", build(120, [][2]float64{{20, 110}},
 			seg{0, 22, 100, 100, false}, seg{22, 40, 100, 0, false}, seg{40, 50, 100, 100, false}, seg{50, 60, 100, 0, false}, seg{60, 120, 100, 100, false}),
 			want{"recovered", 50, 22, 38, "collapsed at 22 s (during a trigger), came back, and collapsed again at 50 s; requests succeeded ≥ 90% again from 60 s, 38.0 s after the first collapse began"}},
