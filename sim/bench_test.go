@@ -2,11 +2,10 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/stormguard/stormguard/retry"
 )
 
 // BenchmarkSeed004 runs examples/seed004.yaml, scenario A, for the tick
@@ -109,16 +108,9 @@ func BenchmarkMechanisms(b *testing.B) {
 	}
 }
 
-// mm1 is issue 16's model: M/M/1 FIFO, λ = 900/s, mean service 1 ms, a 1 s
-// client timeout and one allowed retry (which never fire).
-func mm1Bench(d time.Duration) Scenario {
-	p, _ := retry.Preset("naive")
-	p.MaxAttempts = 2
-	return Scenario{Name: "mm1", Duration: d, Seed: 1,
-		Clients:  []Client{{Name: "app", Target: "db", Arrivals: Arrivals{Kind: "poisson", Rate: 900}, Policy: PolicySpec{Preset: "naive", Policy: p}, Timeout: time.Second}},
-		Services: []Service{{Name: "db", Workers: 1, ServiceTime: Dist{Kind: "exponential", Mean: time.Millisecond}}},
-	}
-}
+// mm1Bench is issue 16's model: M/M/1 FIFO, λ = 900/s, mean service 1 ms,
+// a 1 s client timeout and one allowed retry (which never fire).
+func mm1Bench(d time.Duration) Scenario { return mm1At(0.9, d) }
 
 // BenchmarkMM1 runs issue 16's M/M/1 model through the whole simulator for
 // 100 s of virtual time (90,000 requests); it reports events/s, to compare
@@ -138,4 +130,53 @@ func BenchmarkMM1(b *testing.B) {
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(reqs), "ns/request")
+}
+
+// BenchmarkMM1Scaling runs issue 16's M/M/1 (mm1At) over horizons of 1×,
+// 10× and 100× a base of 10 s at load 0.9 (9,000 to 900,000 requests),
+// then over loads ρ from 0.5 to 0.99 at 100 s; one op is one whole run.
+// Linear cost means flat ns/request and alloc-B/request down each column.
+// Besides those it reports, from one untimed run before the timed ones
+// (measureRun: a collection at each of about 100 progress calls), the
+// peak live heap (peak-live-B), the part of it that is the per-bin series
+// (series-B: bins × their bytes, which grow with the horizon by design)
+// and the rest (rest-B), which should be bounded by what is pending.
+func BenchmarkMM1Scaling(b *testing.B) {
+	const base = 10 * time.Second
+	type c struct {
+		name string
+		rho  float64
+		d    time.Duration
+	}
+	var cases []c
+	for _, x := range []int{1, 10, 100} {
+		cases = append(cases, c{fmt.Sprintf("horizon=%dx", x), 0.9, time.Duration(x) * base})
+	}
+	for _, rho := range []float64{0.5, 0.7, 0.9, 0.95, 0.99} {
+		cases = append(cases, c{fmt.Sprintf("rho=%g", rho), rho, 10 * base})
+	}
+	for _, k := range cases {
+		s := mm1At(k.rho, k.d)
+		b.Run(k.name, func(b *testing.B) {
+			running, _ := seriesPerBin(s)
+			m := measureRun(b, s)
+			series := int64(m.nbins) * running
+			var events, reqs uint64
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := Run(context.Background(), s, "mm1", nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += r.Events
+				reqs += uint64(r.Clients[0].Total.Requests)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(reqs), "ns/request")
+			b.ReportMetric(float64(events)/float64(reqs), "events/request")
+			b.ReportMetric(float64(m.allocated)/float64(m.requests), "alloc-B/request")
+			b.ReportMetric(float64(m.peakLive), "peak-live-B")
+			b.ReportMetric(float64(series), "series-B")
+			b.ReportMetric(float64(m.peakLive-series), "rest-B")
+		})
+	}
 }
