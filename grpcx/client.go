@@ -208,7 +208,10 @@ func (cl *client) invokeMD(ctx, actx context.Context, method string, req, reply 
 		defer cancel()
 	}
 	var header, trailer metadata.MD
-	err := invoker(actx, method, req, reply, cc, append(opts, grpc.Header(&header), grpc.Trailer(&trailer))...)
+	// opts may be shared by concurrent attempts (hedges) and have room to
+	// spare: the full slice expression makes append copy, not write into
+	// the shared array.
+	err := invoker(actx, method, req, reply, cc, append(opts[:len(opts):len(opts)], grpc.Header(&header), grpc.Trailer(&trailer))...)
 	if err == nil {
 		return outcome{cls: retry.Success}, header, trailer
 	}
