@@ -28,9 +28,9 @@ func TestAnalyzeExitStatus(t *testing.T) {
 		stderr string // … and the errors
 	}{
 		{"error findings gate CI", []string{"analyze", threeTier}, exitError,
-			"FAIL: 4 errors, 8 warnings, 2 notes over 2 runs.", "analyze: 4 error findings in 1 run (exit status 1)"},
+			"FAIL: 4 errors, 10 warnings, 0 notes over 2 runs.", "analyze: 4 error findings in 1 run (exit status 1)"},
 		{"a clean run passes", []string{"analyze", threeTier, "--run", "stormguard"}, exitOK,
-			"OK: 0 errors, 0 warnings, 1 note over 1 run.", ""},
+			"OK: 0 errors, 1 warning, 0 notes over 1 run.", ""},
 		{"flags before the file", []string{"analyze", "--run", "naive", threeTier}, exitError,
 			"users runs at 150/s; db becomes vulnerable above 9.26/s", "analyze: 4 error findings in 1 run"},
 		{"help", []string{"analyze", "--help"}, exitOK, "Usage: stormguard analyze FILE", ""},
