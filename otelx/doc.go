@@ -19,8 +19,8 @@
 //	server   the servers' Stats          RegisterServer(mp, target, srv.Stats)
 //	         time spent queued           QueueWait(mp, target), as the servers' ServerConfig.OnQueueWait
 //	         refusals, as span events    ServerEvents(target), as the servers' ServerConfig.OnRefuse
-//	any      a span event of the schema  AddEvent(ctx, name, attrs...); BreakerTransition for a
-//	                                     circuit breaker's hooks
+//	any      a span event of the schema  AddEvent(ctx, name, attrs...); BreakerTransition (RetryHooks
+//	                                     adds it when the retrier's breaker changes state)
 //
 // A nil metric.MeterProvider means the global one, otel.GetMeterProvider().
 // The meter's instrumentation scope is this package's import path. Span

@@ -45,6 +45,8 @@ func spanHooks(target string) retry.Hooks {
 				kv = append(kv, attribute.String(schema.AttrError, e.Err.Error()))
 			}
 			span.AddEvent(schema.SpanGaveUp, trace.WithAttributes(kv...))
+		case retry.EventBreaker:
+			BreakerTransition(ctx, target, e.From.String(), e.To.String())
 		}
 	}}
 }

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/killswitch"
@@ -211,5 +212,45 @@ func TestBreakerTransition(t *testing.T) {
 	}
 	if got := events(sr.Ended()[0]); !slices.Equal(got, want) {
 		t.Errorf("events %q; want %q", got, want)
+	}
+}
+
+// A breaker's changes of state reach the span of the request whose attempt
+// moved it, through the retrier's hooks: the second failure opens it (on
+// the span of that request), and the first request after the open period
+// makes it half-open, then its success closes it.
+func TestBreakerTransitionSpanEvents(t *testing.T) {
+	tr, sr := tracer(t)
+	hooks, err := otelx.RetryHooks(nil, "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0.0
+	b := breaker.MustNew(breaker.Spec{Failures: 2, Delay: 10 * time.Millisecond, Jitter: &zero, Successes: 1})
+	r := retry.MustNew(retry.Policy{MaxAttempts: 1}, retry.WithBreaker(b), retry.WithHooks(hooks))
+	call := func(name string, result error) {
+		ctx, span := tr.Start(context.Background(), name)
+		_ = retry.Do(ctx, r, func(context.Context) error { return result })
+		span.End()
+	}
+	call("first failure", classed(retry.Transient))
+	call("second failure", classed(retry.Transient))
+	time.Sleep(20 * time.Millisecond) // past the open period
+	call("probe", nil)
+	var got []string
+	for _, s := range sr.Ended() {
+		for _, e := range events(s) {
+			if strings.HasPrefix(e, "stormguard.breaker.transition") {
+				got = append(got, s.Name()+": "+e)
+			}
+		}
+	}
+	want := []string{
+		"second failure: stormguard.breaker.transition from=closed target=payments to=open",
+		"probe: stormguard.breaker.transition from=open target=payments to=half-open",
+		"probe: stormguard.breaker.transition from=half-open target=payments to=closed",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("transitions\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

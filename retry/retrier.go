@@ -78,9 +78,15 @@ const (
 	// Took: the request's duration, Reason, Err: the last attempt's
 	// error).
 	EventGaveUp
+	// EventBreaker: the circuit breaker changed state (From, To) as this
+	// call asked it for an attempt (open → half-open) or told it how one
+	// ended (Attempt: that attempt). Under concurrent calls the change is
+	// told to the call that saw the state move across its own step, which
+	// is the one that moved it but for a race with another call's step.
+	EventBreaker
 )
 
-var eventKindNames = [...]string{EventAttempt: "attempt", EventRetry: "retry", EventSucceeded: "succeeded", EventGaveUp: "gave-up"}
+var eventKindNames = [...]string{EventAttempt: "attempt", EventRetry: "retry", EventSucceeded: "succeeded", EventGaveUp: "gave-up", EventBreaker: "breaker"}
 
 // String returns the kind's name, such as "attempt".
 func (k EventKind) String() string {
@@ -112,6 +118,9 @@ type Event struct {
 	Reason error
 	// Err is the last attempt's error (EventGaveUp).
 	Err error
+	// From and To are the circuit breaker's states before and after the
+	// change (EventBreaker).
+	From, To breaker.State
 }
 
 // Option configures [New].
@@ -316,7 +325,15 @@ func (r *Retrier) AllowAt(now time.Time, c *Call) bool {
 	if r.breaker == nil {
 		return true
 	}
+	var from breaker.State
+	watch := r.hasHooks && r.hooks.OnEvent != nil
+	if watch {
+		from = r.breaker.State()
+	}
 	p, ok := r.breaker.AllowAt(now)
+	if watch {
+		r.breakerMoved(c, from)
+	}
 	if ok {
 		c.permit = p
 		return true
@@ -325,6 +342,28 @@ func (r *Retrier) AllowAt(now time.Time, c *Call) bool {
 	c.ticket = budget.Ticket{}
 	c.attempt--
 	return false
+}
+
+// breakerEnd tells the breaker how c's attempt ended, and OnEvent of the
+// change of state it made, if any (the states are read only when OnEvent
+// is set: the hot path pays nothing).
+func (r *Retrier) breakerEnd(now time.Time, c *Call, cls Class) {
+	if !r.hasHooks || r.hooks.OnEvent == nil {
+		r.breaker.EndAt(now, c.permit, breakerOutcome(cls))
+		c.permit = breaker.Permit{}
+		return
+	}
+	from := r.breaker.State()
+	r.breaker.EndAt(now, c.permit, breakerOutcome(cls))
+	c.permit = breaker.Permit{}
+	r.breakerMoved(c, from)
+}
+
+// breakerMoved tells OnEvent that the breaker left state from, if it did.
+func (r *Retrier) breakerMoved(c *Call, from breaker.State) {
+	if to := r.breaker.State(); to != from {
+		r.event(c, Event{Kind: EventBreaker, Attempt: c.attempt, From: from, To: to})
+	}
 }
 
 // breakerOutcome maps a class to what the breaker records.
@@ -345,8 +384,7 @@ func breakerOutcome(cls Class) breaker.Outcome {
 // AbandonAt if it never does.
 func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64) Decision {
 	if r.breaker != nil {
-		r.breaker.EndAt(now, c.permit, breakerOutcome(cls))
-		c.permit = breaker.Permit{}
+		r.breakerEnd(now, c, cls)
 	}
 	// Tell the budget how the attempt ended.
 	switch {
@@ -483,8 +521,7 @@ func addSat(a, b time.Duration) time.Duration {
 // asked for or charged.
 func (r *Retrier) FinishAt(now time.Time, c *Call, cls Class) {
 	if r.breaker != nil {
-		r.breaker.EndAt(now, c.permit, breakerOutcome(cls))
-		c.permit = breaker.Permit{}
+		r.breakerEnd(now, c, cls)
 	}
 	switch {
 	case cls == Success:
