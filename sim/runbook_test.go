@@ -134,9 +134,33 @@ func TestAutoscalerMetrics(t *testing.T) {
 // the end (270 s after the trigger).
 func TestMoreCapacity(t *testing.T) {
 	f := loadExample(t, "more-capacity.yaml")
-	for name, want := range map[string]string{"waiting": "metastable", "plus-50%": "metastable", "double": "recovered", "cpu-autoscaler": "metastable"} {
-		if r := mustRun(t, runSpec(t, f, name), name); r.Verdict != want {
-			t.Errorf("%s: %s (%s), want %s", name, r.Verdict, r.Why, want)
+	// Over three seeds, the share of demand served from a time to the end
+	// (300 s): waiting serves under 10 % over the whole 270 s after the
+	// outage; +50 % under 10 % in the last 60 s; doubling at least 90 %;
+	// the CPU autoscaler, whose replicas reach double only near 240 s, is
+	// still not back at the end: under 60 % in the last 60 s (42–46 %
+	// measured).
+	for _, seed := range []uint64{1, 2, 3} {
+		for _, c := range []struct {
+			run      string
+			verdict  string
+			from     float64
+			min, max float64
+		}{
+			{"waiting", "metastable", 30, 0, 0.1},
+			{"plus-50%", "metastable", 240, 0, 0.1},
+			{"double", "recovered", 240, 0.9, 1.01},
+			{"cpu-autoscaler", "metastable", 240, 0, 0.6},
+		} {
+			s := runSpec(t, f, c.run)
+			s.Seed = seed
+			r := mustRun(t, s, c.run)
+			bins := r.Clients[0].Bins
+			served := meanOver(bins, cliT, good, c.from, 300) / meanOver(bins, cliT, demand, c.from, 300)
+			if r.Verdict != c.verdict || served < c.min || served >= c.max {
+				t.Errorf("seed %d, %s: %s, %.0f%% of demand served from %.0f s; want %s, in [%.0f%%, %.0f%%)",
+					seed, c.run, r.Verdict, 100*served, c.from, c.verdict, 100*c.min, 100*c.max)
+			}
 		}
 	}
 }
