@@ -133,7 +133,7 @@ func raceBuild() bool {
 //
 // The models: issue 16's M/M/1 (load 0.9), whose pending requests and
 // timeouts reach higher peaks in a longer run (the queue's extremes), and
-// the structures that hold them grow to those peaks in powers of two, so
+// the structures that hold them grow to those peaks by doubling, so
 // its bound is 2×; and D/D/1, the same with constant arrivals and service,
 // where at most one request and 900 timeouts are ever pending, so nothing
 // but the series may grow: there the bound is 1.25×, and what the longer
