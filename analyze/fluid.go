@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/stormguard/stormguard/sim"
 )
 
 // Params describes one service and the clients that call it, for the fluid
@@ -13,7 +15,8 @@ import (
 // builds one from a scenario.
 type Params struct {
 	// Capacity μ: attempts per second the service completes while it has
-	// work queued (workers ÷ mean service time).
+	// work queued (workers ÷ mean service time × Replicas; with a Law,
+	// derived from it).
 	Capacity float64 `json:"capacity_per_s"`
 	// ServiceTime s of one attempt on one worker [0].
 	ServiceTime time.Duration `json:"service_time_ns"`
@@ -28,14 +31,38 @@ type Params struct {
 	RetryProbability *float64 `json:"retry_probability,omitempty"`
 	// Budget bounds the retries of all requests together; nil means none.
 	Budget *FluidBudget `json:"budget,omitempty"`
-	// QueueCap: attempts that may wait; beyond it arrivals are shed
-	// [200000, the simulator's default].
+	// QueueCap: attempts that may wait, in all replicas' queues; beyond
+	// it arrivals are shed [200000 × Replicas, the simulator's default].
 	QueueCap float64 `json:"queue_cap"`
 	// SlowdownQueue and SlowdownFactor: the service time is multiplied by
 	// 1 + SlowdownFactor × min(1, q / SlowdownQueue) as the queue q grows,
 	// as in the simulator [0: no slowdown].
 	SlowdownQueue  float64 `json:"slowdown_queue,omitempty"`
 	SlowdownFactor float64 `json:"slowdown_factor,omitempty"`
+
+	// The simulator's mechanisms the model folds in (docs/analyze.md,
+	// "Mechanisms in the fluid model").
+
+	// Replicas R behind a balancer that splits the load evenly, each with
+	// its share of Capacity and of QueueCap, its own queue and its own
+	// workers [1].
+	Replicas int `json:"replicas,omitempty"`
+	// HitRate h of a look-aside cache with a fixed hit rate in front of
+	// the service: h of the requests are answered by the cache, in time,
+	// and never reach the service or the retrier [0: no cache].
+	HitRate float64 `json:"hit_rate,omitempty"`
+	// RefuseCost: the work each refusal by a full queue takes from the
+	// replica's workers (cores, under processor sharing), as the
+	// simulator's failure_cost.refuse; below ServiceTime [0].
+	RefuseCost time.Duration `json:"refuse_cost_ns,omitempty"`
+	// Law: how a replica's throughput depends on the attempts in service
+	// (the simulator's capacity_law), with Workers the attempts one
+	// replica holds in service at most [1]. With a Law the model's state
+	// is the attempts present, in service and queued, and Capacity is
+	// derived: the law's throughput with every worker busy, × Replicas.
+	// nil: fixed workers, whose state is the queue.
+	Law     *sim.CapacityLaw `json:"capacity_law,omitempty"`
+	Workers int              `json:"workers,omitempty"`
 }
 
 // FluidBudget is a retry budget in the fluid model: retries per second ≤
@@ -54,18 +81,49 @@ func (p Params) withDefaults() Params {
 	if p.Attempts == 0 {
 		p.Attempts = 3
 	}
+	if p.Replicas == 0 {
+		p.Replicas = 1
+	}
 	if p.QueueCap == 0 {
-		p.QueueCap = DefaultQueueCap
+		p.QueueCap = DefaultQueueCap * float64(p.Replicas)
+	}
+	if p.Law != nil {
+		p.Workers = max(1, p.Workers)
+		if p.lawValid() == nil {
+			one := p.replica()
+			m := newLawModel(one)
+			p.Capacity = float64(p.Replicas) * m.throughput(m.w)
+		}
 	}
 	return p
 }
+
+// replica returns the parameters of one replica behind the cache: its
+// share of the capacity, the queue and the budget's floor, no replicas
+// and no cache. It sees a load of λ × p.share().
+func (p Params) replica() Params {
+	r := float64(max(1, p.Replicas))
+	p.Capacity /= r
+	p.QueueCap /= r
+	if b := p.Budget; b != nil {
+		one := *b
+		one.Floor /= r
+		p.Budget = &one
+	}
+	p.Replicas, p.HitRate = 1, 0
+	return p
+}
+
+// share is the part of the first tries one replica sees: the misses,
+// split evenly.
+func (p Params) share() float64 { return (1 - p.HitRate) / float64(max(1, p.Replicas)) }
 
 // Validate reports parameters the model cannot use, naming the field.
 func (p Params) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("fluid: "+format, a...)) }
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-	if !(p.Capacity > 0) || !finite(p.Capacity) {
+	if p.Law == nil && (!(p.Capacity > 0) || !finite(p.Capacity)) {
 		bad("capacity %v must be a finite number > 0", p.Capacity)
 	}
 	if p.ServiceTime < 0 || p.RoundTrip < 0 {
@@ -88,6 +146,20 @@ func (p Params) Validate() error {
 	}
 	if b := p.Budget; b != nil && (b.Ratio < 0 || b.Floor < 0 || !finite(b.Ratio) || !finite(b.Floor)) {
 		bad("budget ratio and floor must be finite and ≥ 0")
+	}
+	if p.Replicas < 0 || p.Replicas > 10_000 {
+		bad("replicas %d is outside [1, 10000]", p.Replicas)
+	}
+	if !(p.HitRate >= 0 && p.HitRate < 1) {
+		bad("hit rate %v is outside [0, 1)", p.HitRate)
+	}
+	if p.RefuseCost < 0 || p.RefuseCost > 0 && p.RefuseCost >= p.ServiceTime {
+		bad("refuse cost %v must be ≥ 0 and below the service time %v", p.RefuseCost, p.ServiceTime)
+	}
+	if p.Law != nil {
+		if err := p.lawValid(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -185,6 +257,11 @@ type Equilibrium struct {
 	Goodput float64 `json:"goodput_per_s"`
 	// Latency of an admitted attempt: q / μ(q) + s(q) + RoundTrip.
 	Latency time.Duration `json:"latency_ns"`
+	// InService: attempts in service, with a capacity law (Params.Law).
+	InService float64 `json:"in_service,omitempty"`
+	// Collapsed: the failed state, where the queue is full and sheds, or
+	// (with a capacity law) half or more of the attempts time out.
+	Collapsed bool `json:"collapsed,omitempty"`
 }
 
 // equilibrium fills in the figures of a fixed point at queue q.
@@ -200,17 +277,40 @@ func (p Params) equilibrium(lambda, q, offered, shed float64, stable bool) Equil
 }
 
 // atCap returns the offered load and the shed fraction when the queue is
-// full at load lambda: the queue admits μ(Q), the rest is shed and fails at
-// once, and its retries join the offered load. It iterates
-// x ← λ × A(σ + (1 − σ) f(Q)), σ = 1 − μ(Q)/x, from x = λ × A(f(Q)); the
-// sequence rises and is bounded by λk, so it converges.
+// full at load lambda (see capState).
 func (p Params) atCap(lambda float64) (offered, shed float64) {
 	Q := p.QueueCap
-	f := p.timeoutFraction(Q)
-	mu := p.mu(Q)
+	return p.capState(lambda, p.mu(Q), p.Capacity*p.ServiceTime.Seconds(), p.timeoutFraction(Q))
+}
+
+// capState returns the offered load and the shed fraction when the queue
+// is full at load lambda: the queue admits what the service completes, the
+// rest is shed and fails at once, and its retries join the offered load.
+// mu is what the service completes when refusing costs nothing, f the
+// timeout fraction at the full queue. Each refusal takes RefuseCost of one
+// of servers (workers, or cores) from it. By work conservation the
+// completions and the refusals share the servers' time,
+// X / μ + (x − X) × κ = 1 with κ = RefuseCost / servers, so with x
+// offered it completes
+//
+//	X = μ (1 − x κ) / (1 − μ κ)     (μ without a cost)
+//
+// It iterates x ← λ × A(σ + (1 − σ) f), σ = 1 − X(x)/x, from x = λ × A(f);
+// the sequence rises and is bounded by λk, so it converges.
+func (p Params) capState(lambda, mu, servers, f float64) (offered, shed float64) {
+	kappa := 0.0
+	if p.RefuseCost > 0 && servers > 0 {
+		kappa = p.RefuseCost.Seconds() / servers
+	}
+	served := func(x float64) float64 {
+		if kappa == 0 || x <= mu {
+			return mu
+		}
+		return max(0, mu*(1-x*kappa)/(1-mu*kappa))
+	}
 	x := lambda * p.amplification(lambda, f)
 	for range 200 {
-		shed = max(0, 1-mu/x)
+		shed = max(0, 1-served(x)/x)
 		next := lambda * p.amplification(lambda, shed+(1-shed)*f)
 		if math.Abs(next-x) <= 1e-9*x {
 			x = next
@@ -218,7 +318,7 @@ func (p Params) atCap(lambda float64) (offered, shed float64) {
 		}
 		x = next
 	}
-	return x, max(0, 1-mu/x)
+	return x, max(0, 1-served(x)/x)
 }
 
 // Equilibria returns the fixed points of the fluid model at a load of
@@ -231,12 +331,45 @@ func (p Params) atCap(lambda float64) (offered, shed float64) {
 //     state, where the queue stays full and sheds.
 //
 // The drift λ × A(f(q)) − μ(q) rises with q (f rises, μ falls), so there
-// is at most one point of each kind. Invalid parameters give nil.
+// is at most one point of each kind. With a capacity law the state is the
+// attempts present and there may be more (see docs/analyze.md). Replicas
+// each take their share of the misses of the cache; the figures are the
+// whole service's, and goodput includes the cache's hits. Invalid
+// parameters give nil.
 func Equilibria(p Params, lambda float64) []Equilibrium {
 	p = p.withDefaults()
 	if p.Validate() != nil || lambda < 0 {
 		return nil
 	}
+	one := p.replica()
+	var eq []Equilibrium
+	if one.Law != nil {
+		eq = newLawModel(one).equilibria(lambda * p.share())
+	} else {
+		eq = one.equilibria(lambda * p.share())
+	}
+	return p.whole(eq, lambda)
+}
+
+// whole turns one replica's equilibria at its share of load lambda into
+// the service's: R times the queue and the rates, and the cache's hits
+// answered besides.
+func (p Params) whole(eq []Equilibrium, lambda float64) []Equilibrium {
+	r := float64(p.Replicas)
+	for i := range eq {
+		e := &eq[i]
+		e.Queue *= r
+		e.InService *= r
+		e.Offered *= r
+		e.Goodput = e.Goodput*r + lambda*p.HitRate
+		e.Healthy = e.Goodput >= 0.9*lambda
+	}
+	return eq
+}
+
+// equilibria are the fixed points of one replica without a cache or a
+// capacity law (see Equilibria).
+func (p Params) equilibria(lambda float64) []Equilibrium {
 	Q := p.QueueCap
 	drift := func(q float64) float64 {
 		return lambda*p.amplification(lambda, p.timeoutFraction(q)) - p.mu(q)
@@ -265,7 +398,9 @@ func Equilibria(p Params, lambda float64) []Equilibrium {
 	}
 	if high {
 		off, shed := p.atCap(lambda)
-		out = append(out, p.equilibrium(lambda, Q, off, shed, true))
+		e := p.equilibrium(lambda, Q, off, shed, true)
+		e.Collapsed = true
+		out = append(out, e)
 	}
 	return out
 }
@@ -288,16 +423,31 @@ type Thresholds struct {
 //
 // Without a budget A(F) = 1 + F + … + F^(k−1), so Collapse ≈ μ and
 // Recovery ≈ μ / k when a full queue makes every attempt time out.
+//
+// With a capacity law they are found numerically (see docs/analyze.md):
+// Collapse is the load from which the state an empty service settles in is
+// collapsed, Recovery the load from which the state a collapsed one
+// settles in still is. Both are first tries per second of the whole
+// service, its cache's hits included: one replica's thresholds × R ÷ (1 − h).
 func StaticThresholds(p Params) (Thresholds, error) {
 	p = p.withDefaults()
 	if err := p.Validate(); err != nil {
 		return Thresholds{}, err
 	}
-	Q := p.QueueCap
-	return Thresholds{
-		Collapse: p.loadFor(p.mu(0), p.timeoutFraction(0)),
-		Recovery: p.loadFor(p.mu(Q), p.timeoutFraction(Q)),
-	}, nil
+	one := p.replica()
+	var th Thresholds
+	if one.Law != nil {
+		th = newLawModel(one).thresholds()
+	} else {
+		Q := one.QueueCap
+		th = Thresholds{
+			Collapse: one.loadFor(one.mu(0), one.timeoutFraction(0)),
+			Recovery: one.loadFor(one.mu(Q), one.timeoutFraction(Q)),
+		}
+	}
+	th.Collapse /= p.share()
+	th.Recovery /= p.share()
+	return th, nil
 }
 
 // Region classifies a load by the equilibria that exist there.

@@ -62,7 +62,9 @@ type RampResult struct {
 // the excess is shed, fails at once and is retried (see [Equilibria]).
 // Goodput at each step is offered × (1 − F). Backoff delays are not
 // modelled: retries rejoin at once, which only shifts the dynamics by a
-// timeout (tens of milliseconds against a ramp of minutes).
+// timeout (tens of milliseconds against a ramp of minutes). With a
+// capacity law the state is the attempts present (see [Equilibria]); with
+// replicas each integrates its share, and a cache's hits count as goodput.
 func Ramp(p Params, r RampSpec) (RampResult, error) {
 	p = p.withDefaults()
 	if err := p.Validate(); err != nil {
@@ -92,8 +94,14 @@ func Ramp(p Params, r RampSpec) (RampResult, error) {
 	steps := int(math.Ceil(total / dt))
 	perBin := max(1, int(math.Round(r.Bin.Seconds()/dt)))
 	res := RampResult{Static: static, Collapse: -1, CollapseT: -1, Recovery: -1, RecoveryT: -1}
-	Q := p.QueueCap
-	q := 0.0
+	one := p.replica()
+	var step func(lambda float64) rampStep
+	if one.Law != nil {
+		step = newLawModel(one).stepper(dt)
+	} else {
+		step = one.stepper(dt)
+	}
+	reps, share := float64(p.Replicas), p.share()
 	var acc RampBin
 	n := 0
 	for i := range steps {
@@ -102,28 +110,13 @@ func Ramp(p Params, r RampSpec) (RampResult, error) {
 		if t > half {
 			lambda = r.Peak + (r.From-r.Peak)*(t-half)/half
 		}
-		f := p.timeoutFraction(q)
-		offered := lambda * p.amplification(lambda, f)
-		fail, shed := f, 0.0
-		drift := offered - p.mu(q)
-		switch {
-		case q <= 0 && drift <= 0:
-			q = 0
-		case q >= Q && drift >= 0:
-			q = Q
-			var frac float64
-			offered, frac = p.atCap(lambda)
-			fail = frac + (1-frac)*f
-			shed = offered * frac
-		default:
-			q = min(Q, max(0, q+drift*dt))
-		}
+		st := step(lambda * share)
 		acc.Demand += lambda
-		acc.Offered += offered
-		acc.Goodput += offered * (1 - fail)
-		acc.Queue += q
-		acc.Failed += fail
-		acc.Shed += shed
+		acc.Offered += reps * st.offered
+		acc.Goodput += reps*st.offered*(1-st.fail) + lambda*p.HitRate
+		acc.Queue += reps * st.queue
+		acc.Failed += st.fail
+		acc.Shed += reps * st.shed
 		n++
 		if n == perBin || i == steps-1 {
 			k := float64(n)
@@ -142,4 +135,37 @@ func Ramp(p Params, r RampSpec) (RampResult, error) {
 	h := sim.FindHysteresis(bins)
 	res.Collapse, res.CollapseT, res.Recovery, res.RecoveryT = h.Collapse, h.CollapseT, h.Recovery, h.RecoveryT
 	return res, nil
+}
+
+// rampStep is one replica's figures after one step of a ramp: attempts
+// offered and shed per second, the fraction that failed, the queue.
+type rampStep struct {
+	offered, fail, shed, queue float64
+}
+
+// stepper integrates one replica without a capacity law over a ramp, from
+// an empty queue: at the empty queue with a negative drift the queue stays
+// empty, at the full queue with a positive drift it sheds (see atCap).
+func (p Params) stepper(dt float64) func(lambda float64) rampStep {
+	Q := p.QueueCap
+	q := 0.0
+	return func(lambda float64) rampStep {
+		f := p.timeoutFraction(q)
+		st := rampStep{offered: lambda * p.amplification(lambda, f), fail: f}
+		drift := st.offered - p.mu(q)
+		switch {
+		case q <= 0 && drift <= 0:
+			q = 0
+		case q >= Q && drift >= 0:
+			q = Q
+			var frac float64
+			st.offered, frac = p.atCap(lambda)
+			st.fail = frac + (1-frac)*f
+			st.shed = st.offered * frac
+		default:
+			q = min(Q, max(0, q+drift*dt))
+		}
+		st.queue = q
+		return st
+	}
 }

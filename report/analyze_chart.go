@@ -439,7 +439,7 @@ func analyzeFluidPanel(run string, s analyze.ServiceFigure, leg *sweepLegend) (*
 			}
 			xy := plotter.XY{X: l, Y: finite(e.Goodput)}
 			top = max(top, xy.Y)
-			if e.Queue == 0 {
+			if !e.Collapsed {
 				healthy = append(healthy, xy)
 			} else {
 				collapsed = append(collapsed, xy)
