@@ -13,6 +13,7 @@ import (
 
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/internal/yamlnode"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/shed"
 )
@@ -32,34 +33,8 @@ type problem struct {
 	msg  string
 }
 
-// maxNodes bounds the nodes of a file once its aliases are expanded, so that
-// an alias bomb fails instead of eating the memory.
-const maxNodes = 100_000
-
-// expand returns a deep copy of n with every alias replaced by a copy of
-// its anchor's node. budget counts down the nodes made.
-func expand(n *yaml.Node, budget *int) (*yaml.Node, error) {
-	if *budget--; *budget < 0 {
-		return nil, fmt.Errorf("the file expands to more than %d nodes (aliases?)", maxNodes)
-	}
-	if n.Kind == yaml.AliasNode {
-		if n.Alias == nil {
-			return nil, fmt.Errorf("alias *%s has no anchor", n.Value)
-		}
-		return expand(n.Alias, budget)
-	}
-	c := &yaml.Node{Kind: n.Kind, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
-	if len(n.Content) > 0 {
-		c.Content = make([]*yaml.Node, len(n.Content))
-		for i, k := range n.Content {
-			var err error
-			if c.Content[i], err = expand(k, budget); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return c, nil
-}
+// maxNodes bounds the nodes of a file once its aliases are expanded.
+const maxNodes = yamlnode.MaxNodes
 
 // zeroAllowed lists, by struct type, the fields whose explicit zero is a
 // value: their default is zero, so writing 0 says what it means. Any other
@@ -147,27 +122,11 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 	return append(out, own...)
 }
 
-// yamlName is the configuration name of a struct field, or "" for a field
-// that is not configuration (yaml:"-", unexported).
-func yamlName(f reflect.StructField) string {
-	if !f.IsExported() {
-		return ""
-	}
-	tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-	switch tag {
-	case "-":
-		return ""
-	case "":
-		return strings.ToLower(f.Name)
-	}
-	return tag
-}
-
 // fieldNames returns the configuration names of struct type t, in order.
 func fieldNames(t reflect.Type) []string {
 	var names []string
 	for i := range t.NumField() {
-		if n := yamlName(t.Field(i)); n != "" {
+		if n := yamlnode.FieldName(t.Field(i)); n != "" {
 			names = append(names, n)
 		}
 	}
@@ -177,7 +136,7 @@ func fieldNames(t reflect.Type) []string {
 // fieldIndex returns the index of the field of t named name, or -1.
 func fieldIndex(t reflect.Type, name string) int {
 	for i := range t.NumField() {
-		if yamlName(t.Field(i)) == name {
+		if yamlnode.FieldName(t.Field(i)) == name {
 			return i
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/internal/yamlnode"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -235,7 +236,7 @@ func (e *emitter) at(v reflect.Value, path string, pre reflect.Value) *yaml.Node
 	if t.Kind() == reflect.Struct && t != durationType && !t.Implements(textMarshaler) {
 		m := mapping()
 		for i := range t.NumField() {
-			name := yamlName(t.Field(i))
+			name := yamlnode.FieldName(t.Field(i))
 			fv := v.Field(i)
 			if name == "" || !applies(v, name) || fv.Kind() == reflect.Pointer && fv.IsNil() {
 				continue

@@ -14,6 +14,7 @@ import (
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/httpx"
+	"github.com/stormguard/stormguard/internal/yamlnode"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -147,7 +148,7 @@ func (f *File) HTTPServer() httpx.ServerConfig {
 func CopyConfig(dst, src any) (lost []string) {
 	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem()
 	for j := range s.NumField() {
-		name := yamlName(s.Type().Field(j))
+		name := yamlnode.FieldName(s.Type().Field(j))
 		if name == "" {
 			continue
 		}
@@ -274,7 +275,7 @@ func parseRoot(d *decoder, data []byte) *yaml.Node {
 		return nil
 	}
 	budget := maxNodes
-	root, err := expand(doc.Content[0], &budget)
+	root, err := yamlnode.Expand(doc.Content[0], &budget)
 	if err != nil {
 		d.add(doc.Content[0], "", "%v", err)
 		return nil

@@ -7,6 +7,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/internal/yamlnode"
 )
 
 // BreakerSpec is a circuit breaker in a scenario: a preset of the breaker
@@ -24,7 +25,7 @@ type BreakerSpec struct {
 // overrides a preset's fields, strictly.
 func (b *BreakerSpec) UnmarshalYAML(n *yaml.Node) error {
 	budget := maxNodes
-	n, err := expand(n, &budget)
+	n, err := yamlnode.Expand(n, &budget)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/stormguard/stormguard/internal/yamlnode"
 )
 
 // File is a scenario file: the scenario as written (Base) and the runs it
@@ -182,7 +184,7 @@ func parseRoot(data []byte) (*yaml.Node, []problem) {
 		return nil, []problem{syntaxProblem(err)}
 	}
 	budget := maxNodes
-	root, err := expand(doc.Content[0], &budget)
+	root, err := yamlnode.Expand(doc.Content[0], &budget)
 	if err != nil {
 		return nil, []problem{{line: doc.Content[0].Line, msg: err.Error()}}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stormguard/stormguard/internal/yamlnode"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -173,13 +174,13 @@ func step(t reflect.Type, part string) (reflect.Type, error) {
 					return ft, nil
 				}
 				for j := range f.Type.NumField() {
-					if n := yamlName(f.Type.Field(j)); n != "" {
+					if n := yamlnode.FieldName(f.Type.Field(j)); n != "" {
 						have = append(have, n)
 					}
 				}
 				continue
 			}
-			name := yamlName(f)
+			name := yamlnode.FieldName(f)
 			if name == "" {
 				continue
 			}
@@ -202,19 +203,4 @@ func step(t reflect.Type, part string) (reflect.Type, error) {
 func isInline(f reflect.StructField) bool {
 	_, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 	return f.Type.Kind() == reflect.Struct && strings.Contains(","+opts+",", ",inline,")
-}
-
-// yamlName is the key yaml.v3 uses for a struct field, or "" if none.
-func yamlName(f reflect.StructField) string {
-	if !f.IsExported() {
-		return ""
-	}
-	tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-	switch tag {
-	case "-":
-		return ""
-	case "":
-		return strings.ToLower(f.Name)
-	}
-	return tag
 }

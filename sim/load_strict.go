@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/stormguard/stormguard/internal/yamlnode"
 )
 
 // problem is one thing wrong with a scenario file: its line (0 when
@@ -18,41 +20,13 @@ type problem struct {
 	msg  string
 }
 
-// maxNodes bounds the nodes of a file once its aliases are expanded, so that
-// an alias bomb fails instead of eating the memory.
-const maxNodes = 100_000
-
-// expand returns a deep copy of n with every alias replaced by a copy of its
-// anchor's node, comments and anchors dropped and collections in block
-// style (one entry per line, which keeps line numbers one-to-one when the
-// copy is encoded). budget counts down the nodes made.
-func expand(n *yaml.Node, budget *int) (*yaml.Node, error) {
-	if *budget--; *budget < 0 {
-		return nil, fmt.Errorf("the file expands to more than %d nodes (aliases?)", maxNodes)
-	}
-	if n.Kind == yaml.AliasNode {
-		if n.Alias == nil {
-			return nil, fmt.Errorf("alias *%s has no anchor", n.Value)
-		}
-		return expand(n.Alias, budget)
-	}
-	c := &yaml.Node{Kind: n.Kind, Style: n.Style &^ yaml.FlowStyle, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
-	if len(n.Content) > 0 {
-		c.Content = make([]*yaml.Node, len(n.Content))
-		for i, k := range n.Content {
-			var err error
-			if c.Content[i], err = expand(k, budget); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return c, nil
-}
+// maxNodes bounds the nodes of a file once its aliases are expanded.
+const maxNodes = yamlnode.MaxNodes
 
 // copyTree returns a deep copy of an expanded tree.
 func copyTree(n *yaml.Node) *yaml.Node {
 	budget := 2 * maxNodes
-	c, err := expand(n, &budget)
+	c, err := yamlnode.Expand(n, &budget)
 	if err != nil {
 		panic("sim: copyTree of a tree that was not expanded: " + err.Error())
 	}
@@ -69,7 +43,7 @@ func copyTree(n *yaml.Node) *yaml.Node {
 // found, reported, set to null, and the decoding tried again.
 func decodeStrict(n *yaml.Node, out any) []problem {
 	budget := maxNodes
-	c, err := expand(n, &budget)
+	c, err := yamlnode.Expand(n, &budget)
 	if err != nil {
 		return []problem{{line: n.Line, msg: err.Error()}}
 	}

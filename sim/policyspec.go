@@ -7,6 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stormguard/stormguard/internal/yamlnode"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -24,7 +25,7 @@ import (
 // preset's backoff kind and cap).
 func (p *PolicySpec) UnmarshalYAML(n *yaml.Node) error {
 	budget := maxNodes
-	n, err := expand(n, &budget)
+	n, err := yamlnode.Expand(n, &budget)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func diffFields(base, v reflect.Value) ([]*yaml.Node, error) {
 	var out []*yaml.Node
 	t := v.Type()
 	for i := range t.NumField() {
-		name := yamlName(t.Field(i))
+		name := yamlnode.FieldName(t.Field(i))
 		bf, vf := base.Field(i), v.Field(i)
 		if name == "" || reflect.DeepEqual(bf.Interface(), vf.Interface()) {
 			continue
