@@ -45,10 +45,19 @@ func (h *Humans) validate() error {
 // attempt still queued replaces it (the older is answered "superseded",
 // which its caller does not retry), and one whose twin is in service waits
 // for that result instead of running again. At most Max keys [100000],
-// each forgotten TTL after it was last seen [1m].
+// each forgotten TTL after it was last seen [1m], and at most MaxWaiters
+// attempts waiting for one key's twin in service [16]: one more is refused
+// at once and answered shed, as the production gate refuses it (Throttled,
+// admit.ShedKeyBusy).
 type Supersede struct {
-	Max int           `yaml:"max,omitempty" json:"max,omitempty"`
-	TTL time.Duration `yaml:"ttl,omitempty" json:"ttl_ns,omitempty"`
+	Max        int           `yaml:"max,omitempty" json:"max,omitempty"`
+	TTL        time.Duration `yaml:"ttl,omitempty" json:"ttl_ns,omitempty"`
+	MaxWaiters int           `yaml:"max_waiters,omitempty" json:"max_waiters,omitempty"`
+}
+
+// table builds the service's supersession table from s.
+func (s *Supersede) table() *supersede.Table[uint64, int32] {
+	return supersede.New[uint64, int32](s.Max, s.TTL, supersede.WithMaxWaiters(s.MaxWaiters))
 }
 
 func (s *Supersede) validate() error {
@@ -57,6 +66,9 @@ func (s *Supersede) validate() error {
 	}
 	if s.TTL < 0 {
 		return &FieldError{"ttl", "must not be negative"}
+	}
+	if s.MaxWaiters < 0 || s.MaxWaiters > 1024 {
+		return &FieldError{"max_waiters", fmt.Sprintf("%d is outside [0, 1024]", s.MaxWaiters)}
 	}
 	return nil
 }
@@ -171,8 +183,12 @@ func (w *world) requestKey(ei int32, o origin) uint64 {
 
 // supersedeAt runs an arriving attempt through the service's supersession
 // table, before it would start (queued false) or join the queue; it returns
-// true when the table took care of it: it took a queued twin's place, or
-// waits for a twin in service.
+// true when the table took care of it: it took a queued twin's place,
+// waits for a twin in service, or was refused because MaxWaiters already
+// wait for that twin. A refused attempt is answered shed at once (codeShed,
+// counted Shed, with the failure work of a refusal), as the production gate
+// answers it Throttled and counts it shed (admit.ShedKeyBusy): it is not
+// served without its key.
 func (w *world) supersedeAt(ai int32, v *service, queued bool) bool {
 	a := &w.atts[ai]
 	d := v.sup.ArriveAt(wall(w.now()), a.skey, ai, queued)
@@ -208,6 +224,9 @@ func (w *world) supersedeAt(ai int32, v *service, queued bool) bool {
 		}
 		a.decided = true // its fate is its twin's
 		v.stats.total.Joined++
+		return true
+	case supersede.Refuse:
+		w.reject(ai, v, v.spec.FailureCost.Refuse)
 		return true
 	}
 	return false

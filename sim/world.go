@@ -294,7 +294,7 @@ func newWorld(sc Scenario) (*world, error) {
 			v.cache = newCache(*spec.Cache, engine.Stream(sc.Seed, streamID("cache", spec.Name)))
 		}
 		if s := spec.Supersede; s != nil {
-			v.sup = supersede.New[uint64, int32](s.Max, s.TTL)
+			v.sup = s.table()
 		}
 		v.reps = make([]replica, spec.Replicas)
 		for j := range v.reps {
