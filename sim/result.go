@@ -27,6 +27,10 @@ type Result struct {
 	RecoveredS *float64 `json:"recovered_s"`
 	// Why explains the verdict in one sentence.
 	Why string `json:"why"`
+	// StoppedS is set when a run made with RunJudged stopped early, its
+	// verdict settled: when it stopped (DurationS is then that time, and
+	// the series end there).
+	StoppedS *float64 `json:"stopped_s,omitempty"`
 
 	Seed      uint64  `json:"seed"`
 	BinS      float64 `json:"bin_s"`

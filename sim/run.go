@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/stormguard/stormguard/sim/engine"
 )
@@ -26,6 +27,24 @@ const cancelEvery = 1 << 10
 // scenario whose [Estimate] exceeds them. Whatever the scenario, it
 // returns soon after ctx is done: it looks at ctx every 1024 events.
 func RunWithin(ctx context.Context, s Scenario, name string, progress func(frac float64), l Limits) (Result, error) {
+	return simulate(ctx, s, name, progress, l, false)
+}
+
+// RunJudged is [RunWithin] for a caller that needs only the verdict (and
+// the recovery time) of the run, as a sweep's searches do: it stops the
+// run as soon as the verdict can no longer change — when, from the end of
+// some bin on, no request of any client can succeed before the end, which
+// the simulator proves with a bound on how fast the stuck service's queue
+// can drain (see docs/simulator.md, "Stopping a settled run"). The verdict
+// is then metastable, as the whole run's would be, Result.StoppedS says
+// when it stopped, Why says why, and the series end there. Runs that are
+// not proven stuck are simulated to the end and give the same Result as
+// RunWithin.
+func RunJudged(ctx context.Context, s Scenario, name string, l Limits) (Result, error) {
+	return simulate(ctx, s, name, nil, l, true)
+}
+
+func simulate(ctx context.Context, s Scenario, name string, progress func(frac float64), l Limits, judged bool) (Result, error) {
 	if err := s.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -47,6 +66,13 @@ func RunWithin(ctx context.Context, s Scenario, name string, progress func(frac 
 	every := max(1, w.nbins/100)
 	var ev engine.Event
 	bins, n := 0, 0
+	// A judged run looks, at the end of each bin once the system can no
+	// longer change, whether its verdict is settled (stuck.go).
+	var quiet engine.Time
+	var memo []uint8
+	if judged && w.stuckPossible() {
+		quiet, memo = w.quietFrom(), make([]uint8, len(w.services))
+	}
 	for w.eng.NextUntil(w.end, &ev) {
 		w.Handle(&w.eng, ev)
 		if n++; n == cancelEvery {
@@ -59,6 +85,11 @@ func RunWithin(ctx context.Context, s Scenario, name string, progress func(frac 
 			bins++
 			if bins%every == 0 && progress != nil {
 				progress(float64(w.eng.Now()) / float64(w.end))
+			}
+			if memo != nil && w.eng.Now() >= quiet {
+				if why, ok := w.settledStuck(memo); ok {
+					return w.stop(name, why), nil
+				}
 			}
 		}
 	}
@@ -120,6 +151,20 @@ func (w *world) finish(name string) Result {
 	res := w.result(name)
 	judge(&res, w.sc)
 	return res
+}
+
+// stop ends a judged run at the end of the current bin, its verdict
+// settled metastable for the reason why (see RunJudged).
+func (w *world) stop(name, why string) Result {
+	now := w.now()
+	w.nbins = int(now / engine.Time(w.bin))
+	w.end, w.sc.Duration = now, time.Duration(now)
+	r := w.finish(name)
+	r.Verdict, r.RecoveryS, r.RecoveredS = "metastable", nil, nil
+	r.Why = why
+	at := time.Duration(now).Seconds()
+	r.StoppedS = &at
+	return r
 }
 
 // String names the run for errors.

@@ -263,6 +263,15 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 		}
 		return r, err
 	}
+	// The searches need only verdicts: their runs stop once the verdict
+	// is settled (sim.RunJudged).
+	judge := func(s sim.Scenario, name string) (sim.Result, error) {
+		r, err := sim.RunJudged(ctx, s, name, e.Limits)
+		if err == nil {
+			report(1, 0)
+		}
+		return r, err
+	}
 
 	var got results
 	var errs []error
@@ -275,7 +284,7 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 					continue
 				}
 				rp := p.Runs[jb.run]
-				err := got.run(jb, rp, simulate, &mu)
+				err := got.run(jb, rp, simulate, judge, &mu)
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("run %s: %w", rp.Name, err))
@@ -327,8 +336,11 @@ type results struct {
 	seeds  map[job]SeedRun
 }
 
-// run carries out the job jb of run rp and keeps its result, under mu.
-func (g *results) run(jb job, rp RunPlan, simulate simulateFunc, mu *sync.Mutex) error {
+// run carries out the job jb of run rp and keeps its result, under mu:
+// the ramp and the comparison's runs with simulate, which runs to the end
+// (their series and times matter), the searches with judge, which may stop
+// a run once its verdict is settled.
+func (g *results) run(jb job, rp RunPlan, simulate, judge simulateFunc, mu *sync.Mutex) error {
 	var keep func()
 	var err error
 	switch jb.kind {
@@ -338,15 +350,15 @@ func (g *results) run(jb job, rp RunPlan, simulate simulateFunc, mu *sync.Mutex)
 		keep = func() { g.ramps = put(g.ramps, jb, r) }
 	case jobColumn:
 		var c Column
-		c, err = runColumn(rp, rp.Phase.Loads[jb.index], simulate)
+		c, err = runColumn(rp, rp.Phase.Loads[jb.index], judge)
 		keep = func() { g.cols = put(g.cols, jb, c) }
 	case jobCapacity:
 		var c CapacitySearch
-		c, err = runCapacity(rp, simulate)
+		c, err = runCapacity(rp, judge)
 		keep = func() { g.caps = put(g.caps, jb, c) }
 	case jobLatest:
 		var l LatestSearch
-		l, err = runLatest(rp, simulate)
+		l, err = runLatest(rp, judge)
 		keep = func() { g.latest = put(g.latest, jb, l) }
 	case jobCompare:
 		var o SeedRun

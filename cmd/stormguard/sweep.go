@@ -55,7 +55,10 @@ the same way:
 It prints the thresholds, the smallest trigger by load, the answers to
 the runbook questions, and what to change.
 Simulations run in parallel on all cores; a progress bar appears on stderr
-when it is a terminal and the sweep takes more than 2 s. The defaults come
+when it is a terminal and the sweep takes more than 2 s. A search's run
+stops as soon as the simulator proves its verdict settled (a queue that
+cannot drain before the end: docs/simulator.md); the ramp and the
+comparison's runs go to the end. The defaults come
 from the capacity of the client's target (workers / service time, the
 largest over the file's runs); all runs are swept over the same loads.
 

@@ -1,0 +1,124 @@
+package sim
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// stuckYAML: naive clients (3 attempts, no backoff, 1 s timeout) at 60 % of
+// a database's capacity with an unbounded FIFO queue; a 5 s outage starts
+// a storm of 3 attempts per request, which the queue keeps: metastable.
+const stuckYAML = `
+name: stuck
+duration: 150s
+clients:
+  - name: app
+    target: db
+    arrivals: {kind: poisson, rate: 30}
+    policy: naive
+    timeout: 1s
+services:
+  - name: db
+    workers: 2
+    service_time: {kind: constant, mean: 40ms}
+triggers:
+  - {kind: outage, target: db, at: 20s, duration: 5s, mode: hold}
+`
+
+// TestRunJudgedStopsOnlyWhenSettled: RunJudged stops a run whose
+// database queue can no longer drain before the end, with the verdict the
+// whole run gets; and it runs to the end, with RunWithin's very Result,
+// every run in which something could still drain the queue or answer
+// without it.
+func TestRunJudgedStopsOnlyWhenSettled(t *testing.T) {
+	base, err := Parse("stuck.yaml", []byte(stuckYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0 := base.Runs[0].Scenario
+	db := func(f func(v *Service)) func(*Scenario) {
+		return func(s *Scenario) {
+			s.Services = append([]Service(nil), s.Services...)
+			f(&s.Services[0])
+		}
+	}
+	cases := []struct {
+		name     string
+		change   func(*Scenario)
+		stops    bool
+		wantFull string // the whole run's verdict
+	}{
+		{"fifo queue, constant work", func(*Scenario) {}, true, "metastable"},
+		{"expired work dropped", db(func(v *Service) { v.ExpiredDrop = true }), false, ""},
+		{"exponential work (no shortest time)", db(func(v *Service) { v.ServiceTime.Kind = "exponential" }), false, ""},
+		{"lifo queue", db(func(v *Service) { v.Queue.Discipline = "lifo" }), false, ""},
+		{"bounded queue", db(func(v *Service) { v.Queue.Capacity = 100 }), false, ""},
+		{"no storm (short outage)", func(s *Scenario) {
+			s.Triggers = append([]Trigger(nil), s.Triggers...)
+			s.Triggers[0].Duration = 100 * time.Millisecond
+		}, false, ""},
+		{"a second client the database does not serve", func(s *Scenario) {
+			s.Services = append(append([]Service(nil), s.Services...), Service{Name: "cache", Workers: 4, ServiceTime: Dist{Kind: "constant", Mean: time.Millisecond}})
+			c := s.Clients[0]
+			c.Name, c.Target = "reader", "cache"
+			s.Clients = append(append([]Client(nil), s.Clients...), c)
+		}, false, ""},
+		{"a front that falls back when the database fails", func(s *Scenario) {
+			front := Service{Name: "front", Workers: 1000, ServiceTime: Dist{Kind: "constant", Mean: time.Millisecond},
+				Calls: []Call{{Service: "db", Policy: s.Clients[0].Policy, Timeout: time.Second}}, OnCallFailure: "fallback"}
+			s.Services = append([]Service{front}, s.Services...)
+			s.Clients = append([]Client(nil), s.Clients...)
+			s.Clients[0].Target, s.Clients[0].Timeout = "front", 5*time.Second
+		}, false, ""},
+		{"the same front without the fallback", func(s *Scenario) {
+			front := Service{Name: "front", Workers: 1000, ServiceTime: Dist{Kind: "constant", Mean: time.Millisecond},
+				Calls: []Call{{Service: "db", Policy: s.Clients[0].Policy, Timeout: time.Second}}}
+			s.Services = append([]Service{front}, s.Services...)
+			s.Clients = append([]Client(nil), s.Clients...)
+			s.Clients[0].Target, s.Clients[0].Timeout = "front", 5*time.Second
+		}, true, "metastable"},
+		{"a capacity step late in the run", func(s *Scenario) {
+			s.Actions = []Action{{At: 140 * time.Second, Kind: "capacity", Target: "db", Value: 4}}
+		}, false, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := s0
+			c.change(&s)
+			full, err := RunWithin(context.Background(), s, "full", nil, DefaultLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			judged, err := RunJudged(context.Background(), s, "full", DefaultLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := judged.StoppedS != nil; got != c.stops {
+				t.Fatalf("stopped = %v (why: %s), want %v", got, judged.Why, c.stops)
+			}
+			if !c.stops {
+				if !reflect.DeepEqual(judged, full) {
+					t.Errorf("RunJudged's result differs from RunWithin's (verdict %s, %s)", judged.Verdict, full.Verdict)
+				}
+				return
+			}
+			if full.Verdict != c.wantFull || judged.Verdict != full.Verdict {
+				t.Errorf("verdict: judged %s, whole run %s; want %s for both", judged.Verdict, full.Verdict, c.wantFull)
+			}
+			// The queue grows by at least 40 attempts/s from 25 s and can
+			// start 50/s: it holds more than it can start before the end
+			// from about 94 s on, or sooner.
+			if *judged.StoppedS > 100 || judged.DurationS != *judged.StoppedS {
+				t.Errorf("stopped at %v s (duration %v s) of %v s: want by about 94 s, duration = stop", *judged.StoppedS, judged.DurationS, full.DurationS)
+			}
+			if judged.RecoveryS != nil || float64(judged.Events) >= 0.7*float64(full.Events) {
+				t.Errorf("recovery %v, events %d of %d: want null and under 70 %%", judged.RecoveryS, judged.Events, full.Events)
+			}
+			if n := len(judged.Clients[0].Bins); float64(n) != *judged.StoppedS/judged.BinS {
+				t.Errorf("%d bins, want the %v s simulated", n, *judged.StoppedS)
+			}
+		})
+	}
+}
