@@ -7,10 +7,13 @@
 // metadata into a [Request], and map a [Decision] to a status code and
 // headers, or a gRPC code and trailers.
 //
-// The gate is built on the deterministic cores ([limit.Limiter],
-// [shed.Queue], [killswitch.Dials]) and adds what production needs around
-// them: a mutex, a channel per waiting request, and one timer for the whole
-// queue. It imports neither net/http nor gRPC.
+// The gate's decisions are a deterministic [Core] (time as an argument),
+// built on the deterministic cores ([limit.Limiter], [shed.Queue]); the
+// Gate is a shell over it that adds what production needs around it: a
+// mutex, a channel per waiting request, one timer for the whole queue, the
+// kill switch ([killswitch.Dials]) and supersession. The simulator drives
+// the same Core with virtual time (a scenario's service that references a
+// policy file's server block). It imports neither net/http nor gRPC.
 //
 // # A request's way through
 //

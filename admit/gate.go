@@ -2,7 +2,6 @@ package admit
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -21,27 +20,20 @@ import (
 // kill switch, and the counters. See the package documentation for a
 // request's way through. Build one with [New]; the zero Gate is not usable.
 type Gate struct {
-	maxTimeout   time.Duration
-	minRemaining time.Duration
-	maxCrit      wire.Criticality
-	lim          *limit.Limiter
-	dials        *killswitch.Dials
-	saturated    func() bool
-	onWait       func(time.Duration)
-	onRefuse     func(context.Context, int, Decision)
+	dials    *killswitch.Dials
+	onWait   func(time.Duration)
+	onRefuse func(context.Context, int, Decision)
 
-	mu      sync.Mutex // guards q, armed, armedAt, sup
-	q       *shed.Queue[*waiter]
-	timer   *time.Timer // fires at the queue's NextExpiry; its func takes mu
+	mu      sync.Mutex     // guards core (but its counters), armed, armedAt, sup
+	core    *Core[*waiter] // the decisions; see Core
+	timer   *time.Timer    // fires at the queue's NextExpiry; its func takes mu
 	armed   bool
 	armedAt time.Time
-	waiting atomic.Int64 // q.Len(), for the lock-free fast path
+	waiting atomic.Int64 // core.Queued(), for the lock-free fast path
 
 	sup *supersede.Table[tableKey, *waiter] // guarded by mu; nil: supersession off
 
 	waiters sync.Pool // of *waiter
-
-	c counters
 }
 
 // waiter is a request waiting in the queue, or for its twin. It receives
@@ -79,32 +71,15 @@ type grant struct {
 // queue (allocated now, see [shed.New]) and, unless cfg.Limiter is set, a
 // fresh [limit.Limiter] from cfg.Limit that honours cfg.Dials.
 func New(cfg Config) (*Gate, error) {
-	if err := cfg.Validate(); err != nil {
+	core, err := NewCore[*waiter](cfg)
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
-	q, err := shed.New[*waiter](cfg.Queue)
-	if err != nil {
-		return nil, fmt.Errorf("%w: queue: %w", ErrInvalidConfig, err)
-	}
-	lim := cfg.Limiter
-	if lim == nil {
-		alg, err := cfg.Limit.New()
-		if err != nil {
-			return nil, fmt.Errorf("%w: limit: %w", ErrInvalidConfig, err)
-		}
-		lim = limit.NewLimiter(alg, limit.WithDials(cfg.Dials))
-	}
 	g := &Gate{
-		maxTimeout:   cfg.MaxTimeout,
-		minRemaining: cfg.MinRemaining,
-		maxCrit:      cfg.MaxCriticality,
-		lim:          lim,
-		dials:        cfg.Dials,
-		saturated:    cfg.ServiceSaturated,
-		onWait:       cfg.OnQueueWait,
-		onRefuse:     cfg.OnRefuse,
-		q:            q,
+		dials:    cfg.Dials,
+		onWait:   cfg.OnQueueWait,
+		onRefuse: cfg.OnRefuse,
+		core:     core,
 	}
 	if c := cfg.Supersede; c != nil {
 		d := c.WithDefaults()
@@ -117,7 +92,7 @@ func New(cfg Config) (*Gate, error) {
 }
 
 // Limiter returns the concurrency limiter the gate admits requests with.
-func (g *Gate) Limiter() *limit.Limiter { return g.lim }
+func (g *Gate) Limiter() *limit.Limiter { return g.core.lim }
 
 // Admit takes a request that arrived at now through the steps of the
 // package documentation and returns how it fared. If d admits it, the
@@ -137,45 +112,30 @@ func (g *Gate) Admit(ctx context.Context, now time.Time, r Request) (t Ticket, d
 }
 
 func (g *Gate) admit(ctx context.Context, now time.Time, r Request) (t Ticket, d Decision) {
-	g.c.arrived.Add(1)
-	attempt := max(r.Attempt, 1)
-	if attempt > 1 {
-		g.c.retries.Add(1)
-	}
+	g.core.Arrive(r) // counters are atomics: no lock needed
 	if g.dials != nil {
 		if g.dials.ShedPPM() > 0 && g.dials.Shed(rand.Uint32N(1_000_000)) {
 			return Ticket{}, g.refuse(ShedKillSwitch)
 		}
 	}
-
-	budget := g.maxTimeout
-	if r.HasTimeout && r.Timeout < budget {
-		budget = r.Timeout
+	var pdl time.Time
+	if d, ok := ctx.Deadline(); ok {
+		pdl = d
 	}
-	dl := now.Add(budget)
-	if pdl, ok := ctx.Deadline(); ok && pdl.Before(dl) {
-		dl = pdl
+	// CheckAt reads the core's configuration and counters only: no lock.
+	e, d, ok := g.core.CheckAt(now, r, pdl)
+	if !ok {
+		return Ticket{}, d
 	}
-	if !now.Before(dl.Add(-g.minRemaining)) {
-		g.c.expired.Add(1)
-		return Ticket{}, Decision{Answer: Expired}
-	}
-	if r.Throttle != nil && r.Throttle() {
-		return Ticket{}, g.refuse(ShedThrottled)
-	}
-
-	crit := max(r.Criticality, wire.Sheddable)
-	if r.TrustedCriticality {
-		crit = min(crit, wire.CriticalPlus)
-	} else {
-		crit = min(crit, g.maxCrit)
-	}
+	attempt, crit, dl := e.Attempt, e.Criticality, e.Deadline
 
 	if g.sup != nil && r.Key != "" {
 		return g.admitKeyed(ctx, r, attempt, crit, dl)
 	}
-	if g.waiting.Load() == 0 { // nobody to overtake: try the fast path
-		if p, ok := g.lim.AcquireAt(now); ok {
+	// The fast path: Core.AcquireAt's rule (nobody queued, the limiter
+	// grants), with the queue's length read without the lock.
+	if g.waiting.Load() == 0 {
+		if p, ok := g.core.lim.AcquireAt(now); ok {
 			return g.admitted(Ticket{g: g, permit: p, deadline: dl, attempt: attempt, crit: crit}, 0)
 		}
 	}
@@ -187,56 +147,30 @@ func (g *Gate) admit(ctx context.Context, now time.Time, r Request) (t Ticket, d
 // admitted counts an admitted request, tells OnQueueWait how long it
 // waited, and returns its ticket.
 func (g *Gate) admitted(t Ticket, waited time.Duration) (Ticket, Decision) {
-	g.c.started.Add(1)
+	g.core.Admitted()
 	if g.onWait != nil {
 		g.onWait(waited)
 	}
 	return t, Decision{}
 }
 
-// refuse counts a request shed for reason and returns its decision:
-// Throttled for a throttled client or a key with too many waiters; ServiceOverloaded for the kill switch
-// or when the service is saturated; else InstanceOverloaded.
-func (g *Gate) refuse(reason ShedReason) Decision {
-	g.c.shed[reason].Add(1)
-	switch {
-	case reason == ShedThrottled || reason == ShedKeyBusy:
-		return Decision{Answer: Throttled, Reason: reason}
-	case reason == ShedKillSwitch || g.saturated != nil && g.saturated():
-		return Decision{Answer: ServiceOverloaded, Reason: reason}
-	default:
-		return Decision{Answer: InstanceOverloaded, Reason: reason}
-	}
-}
+// refuse counts a request shed for reason and returns its decision (see
+// Core.Refuse).
+func (g *Gate) refuse(reason ShedReason) Decision { return g.core.Refuse(reason) }
 
 // drop counts and decides a request the queue refused (queued false) or
-// gave up after it waited (queued true), for why.
-func (g *Gate) drop(why shed.Reason, queued bool) Decision {
-	switch why {
-	case shed.Expired:
-		g.c.expired.Add(1)
-		if queued {
-			g.c.expiredQueued.Add(1)
-		}
-		return Decision{Answer: Expired}
-	case shed.Evicted:
-		return g.refuse(ShedEvicted)
-	case shed.QueueTimeout:
-		return g.refuse(ShedQueueTimeout)
-	default: // shed.QueueFull
-		return g.refuse(ShedQueueFull)
-	}
-}
+// gave up after it waited (queued true), for why (see Core.Drop).
+func (g *Gate) drop(why shed.Reason, queued bool) Decision { return g.core.Drop(why, queued) }
 
 // leave counts a request whose context ended while it waited: Expired if
 // by its deadline, else Canceled.
 func (g *Gate) leave(ctx context.Context) Decision {
 	if ctx.Err() == context.DeadlineExceeded {
-		g.c.expired.Add(1)
-		g.c.expiredQueued.Add(1)
+		g.core.c.expired.Add(1)
+		g.core.c.expiredQueued.Add(1)
 		return Decision{Answer: Expired}
 	}
-	g.c.canceled.Add(1)
+	g.core.c.canceled.Add(1)
 	return Decision{Answer: Canceled}
 }
 
@@ -244,20 +178,20 @@ func (g *Gate) leave(ctx context.Context) Decision {
 // it gets a permit. It unlocks g.mu. If the request does not get a permit,
 // the decision says why.
 func (g *Gate) queueLocked(ctx context.Context, now time.Time, wt *waiter, attempt int, crit wire.Criticality, dl time.Time) (Ticket, Decision) {
-	adm := g.q.PushAt(now, shed.Item[*waiter]{Payload: wt, Attempt: attempt, Criticality: crit, Deadline: dl})
+	adm, d := g.core.PushAt(now, wt, Entry{Attempt: attempt, Criticality: crit, Deadline: dl})
 	if adm.HasVictim() {
 		v := adm.Victim.Payload
 		g.endKeyedLocked(now, v, nil)
-		v.ch <- grant{why: adm.VictimReason}
+		v.ch <- grant{why: adm.VictimReason} // counted by its own goroutine, with Drop
 	}
 	if !adm.Admitted() {
 		g.endKeyedLocked(now, wt, nil)
 		g.mu.Unlock()
 		g.putWaiter(wt)
-		return Ticket{}, g.drop(adm.Refused, false)
+		return Ticket{}, d
 	}
 	wt.handle = adm.Handle
-	g.waiting.Store(int64(g.q.Len()))
+	g.waiting.Store(int64(g.core.q.Len()))
 	g.dispatchLocked(now)
 	g.armLocked()
 	g.mu.Unlock()
@@ -273,10 +207,10 @@ func (g *Gate) waitQueued(ctx context.Context, wt *waiter, attempt int, crit wir
 	case gr = <-wt.ch:
 	case <-ctx.Done():
 		g.mu.Lock()
-		_, removed := g.q.Remove(wt.handle)
+		_, removed := g.core.q.Remove(wt.handle)
 		if removed {
 			g.endKeyedLocked(time.Now(), wt, nil)
-			g.waiting.Store(int64(g.q.Len()))
+			g.waiting.Store(int64(g.core.q.Len()))
 			g.armLocked()
 		}
 		g.mu.Unlock()
@@ -289,14 +223,14 @@ func (g *Gate) waitQueued(ctx context.Context, wt *waiter, attempt int, crit wir
 			// Admitted just as its context ended: pass the slot on.
 			g.endKeyed(wt)
 			g.putWaiter(wt)
-			g.releaseAt(time.Now(), gr.permit, releaseIgnore)
+			g.releaseAt(time.Now(), gr.permit)
 			return Ticket{}, g.leave(ctx)
 		}
 	}
 	g.putWaiter(wt)
 	switch {
 	case gr.superseded:
-		g.c.superseded.Add(1)
+		g.core.c.superseded.Add(1)
 		return Ticket{}, Decision{Answer: Superseded}
 	case gr.why != shed.None:
 		return Ticket{}, g.drop(gr.why, true)
@@ -305,11 +239,11 @@ func (g *Gate) waitQueued(ctx context.Context, wt *waiter, attempt int, crit wir
 	}
 	// A keyed request may have taken a twin's place, and with it the twin's
 	// deadline in the queue: its own may have passed first.
-	if now := time.Now(); !now.Before(dl.Add(-g.minRemaining)) {
+	if now := time.Now(); !now.Before(dl.Add(-g.core.minRemaining)) {
 		g.endKeyed(wt)
-		g.releaseAt(now, gr.permit, releaseIgnore)
-		g.c.expired.Add(1)
-		g.c.expiredQueued.Add(1)
+		g.releaseAt(now, gr.permit)
+		g.core.c.expired.Add(1)
+		g.core.c.expiredQueued.Add(1)
 		return Ticket{}, Decision{Answer: Expired}
 	}
 	return g.admitted(Ticket{g: g, permit: gr.permit, deadline: dl, attempt: attempt, crit: crit, wt: wt}, gr.waited)
@@ -337,25 +271,22 @@ func (g *Gate) endKeyed(wt *waiter) {
 // grants them. g.mu must be held.
 func (g *Gate) dispatchLocked(now time.Time) {
 	for {
-		it, why, ok := g.q.ExpireAt(now)
+		wt, why, ok := g.core.ExpireAt(now)
 		if !ok {
 			break
 		}
-		g.endKeyedLocked(now, it.Payload, nil)
-		it.Payload.ch <- grant{why: why}
+		g.endKeyedLocked(now, wt, nil)
+		wt.ch <- grant{why: why}
 	}
-	for g.q.Len() > 0 {
-		p, ok := g.lim.AcquireAt(now)
+	for {
+		it, p, why, ok := g.core.GrantAt(now)
 		if !ok {
 			break
 		}
-		it, why, _ := g.q.PopAt(now)
 		wt := it.Payload
 		waited := now.Sub(it.Enqueued)
 		switch {
 		case why != shed.None: // not expected: ExpireAt just ran at the same now
-			p.IgnoreAt(now)
-			p = limit.Permit{}
 			g.endKeyedLocked(now, wt, nil)
 		case wt.keyed:
 			g.startKeyedLocked(now, wt)
@@ -363,7 +294,7 @@ func (g *Gate) dispatchLocked(now time.Time) {
 		}
 		wt.ch <- grant{permit: p, why: why, waited: waited}
 	}
-	g.waiting.Store(int64(g.q.Len()))
+	g.waiting.Store(int64(g.core.Queued()))
 }
 
 // armLocked sets the timer to fire at the queue's next expiry, unless it is
@@ -371,7 +302,7 @@ func (g *Gate) dispatchLocked(now time.Time) {
 // A timer that fires early finds nothing due and sets itself again. g.mu
 // must be held.
 func (g *Gate) armLocked() {
-	at, ok := g.q.NextExpiry()
+	at, ok := g.core.NextExpiry()
 	if !ok {
 		if g.armed {
 			g.timer.Stop()
@@ -396,24 +327,15 @@ func (g *Gate) onTimer() {
 	g.mu.Unlock()
 }
 
-// How a permit is released: see the package documentation.
-const (
-	releaseSuccess = iota
-	releaseDropped
-	releaseIgnore
-)
-
-// releaseAt ends a permit at now as kind says and, if requests are
+// releaseAt ends a permit at now with no sample and, if requests are
 // waiting, hands the freed slot on.
-func (g *Gate) releaseAt(now time.Time, p limit.Permit, kind int) {
-	switch kind {
-	case releaseSuccess:
-		p.SuccessAt(now)
-	case releaseDropped:
-		p.DroppedAt(now)
-	default:
-		p.IgnoreAt(now)
-	}
+func (g *Gate) releaseAt(now time.Time, p limit.Permit) {
+	p.IgnoreAt(now)
+	g.handOn()
+}
+
+// handOn hands a slot just freed to the queued requests, if any.
+func (g *Gate) handOn() {
 	// The release above and this load pair with await's store of waiting
 	// and its acquire: one of the two sides sees the other, so a freed slot
 	// never goes unnoticed by a waiter.

@@ -146,33 +146,10 @@ type counters struct {
 // one by one, so a snapshot taken while requests run may be off by the
 // requests in progress.
 func (g *Gate) Stats() Stats {
-	// Outcomes are read before the starts, and the starts before the
-	// arrivals, so that a request that moves on meanwhile is never counted
-	// as ended but not started, or started but not arrived.
-	wastedLate, expiredQueued := g.c.wastedLate.Load(), g.c.expiredQueued.Load()
-	st := Stats{
-		WastedLate:    wastedLate,
-		ExpiredQueued: expiredQueued,
-		Goodput:       g.c.goodput.Load(),
-		Failed:        g.c.failed.Load(),
-		Wasted:        g.c.wasted.Load(),
-		Expired:       g.c.expired.Load(),
-		Canceled:      g.c.canceled.Load(),
-		Superseded:    g.c.superseded.Load(),
-		Joined:        g.c.joined.Load(),
-	}
-	for i := range st.Shed {
-		st.Shed[i] = g.c.shed[i].Load()
-	}
-	started := g.c.started.Load()
-	st.InFlight = int(started - st.Goodput - st.Failed - st.Wasted)
-	st.Limit = g.lim.Limit()
-	st.Retries = g.c.retries.Load()
-	st.Arrived = g.c.arrived.Load()
-	st.Joining = int(g.c.joining.Load())
+	st := g.core.counterStats()
 	g.mu.Lock()
-	st.Queued = g.q.Len()
-	st.Queue = g.q.Stats()
+	st.Queued = g.core.q.Len()
+	st.Queue = g.core.q.Stats()
 	g.mu.Unlock()
 	return st
 }

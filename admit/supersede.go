@@ -114,8 +114,8 @@ func (g *Gate) admitKeyed(ctx context.Context, r Request, attempt int, crit wire
 		wt.arrived = now
 		var p limit.Permit
 		got := false
-		if _, _, held := g.sup.Held(wt.key); !held && g.q.Len() == 0 {
-			p, got = g.lim.AcquireAt(now)
+		if _, _, held := g.sup.Held(wt.key); !held && g.core.q.Len() == 0 {
+			p, got = g.core.lim.AcquireAt(now)
 		}
 		d := g.sup.ArriveAt(now, wt.key, wt, !got)
 		switch d.Action {
@@ -134,7 +134,7 @@ func (g *Gate) admitKeyed(ctx context.Context, r Request, attempt int, crit wire
 			return g.queueLocked(ctx, now, wt, attempt, crit, dl)
 		case supersede.Replace:
 			old := d.Old
-			if _, ok := g.q.Swap(old.handle, wt); !ok {
+			if _, ok := g.core.q.Swap(old.handle, wt); !ok {
 				// Not expected: a twin the table holds as queued is in
 				// the queue, both being changed under g.mu. Queue the
 				// newcomer as if it had no twin.
@@ -147,14 +147,14 @@ func (g *Gate) admitKeyed(ctx context.Context, r Request, attempt int, crit wire
 			g.mu.Unlock()
 			return g.waitQueued(ctx, wt, attempt, crit, dl)
 		case supersede.Join:
-			g.c.joining.Add(1)
+			g.core.c.joining.Add(1)
 			g.mu.Unlock()
 			res, d, err := g.joinWait(ctx, wt)
-			g.c.joining.Add(-1)
+			g.core.c.joining.Add(-1)
 			if err == errRerun {
-				if !time.Now().Before(dl.Add(-g.minRemaining)) {
-					g.c.expired.Add(1)
-					g.c.expiredQueued.Add(1)
+				if !time.Now().Before(dl.Add(-g.core.minRemaining)) {
+					g.core.c.expired.Add(1)
+					g.core.c.expiredQueued.Add(1)
 					return Ticket{}, Decision{Answer: Expired}
 				}
 				wt = &waiter{ch: make(chan grant, 1), keyed: true, key: wt.key}
@@ -163,7 +163,7 @@ func (g *Gate) admitKeyed(ctx context.Context, r Request, attempt int, crit wire
 			if !d.Admitted() {
 				return Ticket{}, d
 			}
-			g.c.joined.Add(1)
+			g.core.c.joined.Add(1)
 			return Ticket{}, Decision{Answer: Joined, Result: res}
 		default: // supersede.Refuse
 			g.mu.Unlock()

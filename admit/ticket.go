@@ -111,26 +111,6 @@ func (t Ticket) ReleaseWith(ctx context.Context, now time.Time, o Outcome, resul
 		g.endKeyedLocked(now, t.wt, result)
 		g.mu.Unlock()
 	}
-	kind := releaseIgnore
-	switch {
-	case o == Panicked:
-		g.c.failed.Add(1)
-	case !now.Before(t.deadline): // the work outlived its deadline
-		g.c.wasted.Add(1)
-		g.c.wastedLate.Add(1)
-		kind = releaseDropped
-	case ctx.Err() != nil: // the caller went away
-		g.c.wasted.Add(1)
-	case o == Succeeded:
-		g.c.goodput.Add(1)
-		kind = releaseSuccess
-	case o == SucceededUntimed:
-		g.c.goodput.Add(1)
-	case o == FailedOverload:
-		g.c.failed.Add(1)
-		kind = releaseDropped
-	default: // Failed
-		g.c.failed.Add(1)
-	}
-	g.releaseAt(now, t.permit, kind)
+	g.core.ReleaseAt(now, t.permit, t.deadline, ctx.Err() != nil, o)
+	g.handOn()
 }

@@ -593,7 +593,7 @@ func (w *world) onBin() {
 		var queue, busy, lim, up int
 		for j := range v.reps {
 			r := &v.reps[j]
-			queue += r.queue.Len()
+			queue += r.queued()
 			busy += r.busy
 			if r.limiter != nil {
 				lim += r.limiter.Limit()

@@ -203,8 +203,15 @@ func (w *world) supersedeAt(ai int32, v *service, queued bool) bool {
 			a.tracked = true
 			return false
 		}
-		// The newcomer takes the twin's place in its queue, and its permit.
-		if _, ok := v.reps[old.rep].queue.Swap(old.qh, ai); !ok {
+		// The newcomer takes the twin's place in its queue (its gate's,
+		// with a ServerRef), and its permit.
+		var ok bool
+		if g := v.reps[old.rep].gate; g != nil {
+			_, ok = g.Swap(old.qh, ai)
+		} else {
+			_, ok = v.reps[old.rep].queue.Swap(old.qh, ai)
+		}
+		if !ok {
 			a.tracked = true
 			return false
 		}

@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/policyfile"
 )
 
@@ -45,8 +46,83 @@ type PolicyRef struct {
 	Dependency string `yaml:"dependency,omitempty" json:"dependency,omitempty"`
 }
 
-// resolvePolicyFiles reads the policy files that the clients and calls of
-// s reference and puts their policies and breakers in s. tree is the node
+// ServerRef takes a service's admission from the server block of a policy
+// file, the block production loads into admit.Config (httpx.ServerConfig,
+// grpcx.ServerConfig):
+//
+//	services:
+//	  - name: db
+//	    workers: 8
+//	    policy_file: policy/db.yaml   # relative to this file
+//
+// Each replica of the service then admits through an admit.Core built from
+// that block, the core under the production gate: the deadline bound
+// (max_timeout, min_remaining), the concurrency limit (limit) and the
+// queue where requests wait for a slot (queue: capacity, order, priority),
+// the criticality cap and, with a supersede block, request supersession
+// with the block's bounds. An admitted attempt then takes a worker, or
+// waits in a FIFO run queue for one (workers model the CPU; production
+// runs every admitted request at once). A policy file has one server
+// block: there is no block name to give.
+//
+// The block replaces the scenario's own admission: a service that
+// references a file gives no limiter, queue, expired_drop, min_remaining,
+// supersede or capacity of its own; defenses: stormguard then only adds
+// the overload signal to refusals.
+//
+// [Load] and [Parse] read the file; a Scenario built in Go sets Server
+// itself (policyfile's File.Server gives it).
+type ServerRef struct {
+	// PolicyFile is the policy file's path, relative to the scenario
+	// file's directory (to the working directory for standard input).
+	PolicyFile string `yaml:"policy_file,omitempty" json:"policy_file,omitempty"`
+	// Server is the server block, filled from PolicyFile when the scenario
+	// is loaded; nil: the scenario's own admission.
+	Server *admit.Config `yaml:"-" json:"server,omitempty"`
+}
+
+// resolveServer applies the server reference of service v at path at.
+func (r *refResolver) resolveServer(at string, v *Service) {
+	if v.PolicyFile == "" {
+		return
+	}
+	for _, c := range []struct {
+		field string
+		set   bool
+	}{
+		{"limiter", v.Limiter != nil},
+		{"queue", v.Queue != (QueueSpec{})},
+		{"expired_drop", v.ExpiredDrop},
+		{"min_remaining", v.MinRemaining != 0},
+		{"supersede", v.Supersede != nil},
+		{"capacity", v.Capacity != nil},
+	} {
+		if c.set {
+			r.bad(at+"."+c.field, "admission comes from the server block of policy_file %s: remove %s", v.PolicyFile, c.field)
+			return
+		}
+	}
+	f, err := r.load(v.PolicyFile)
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			r.bad(at+".policy_file", "%s", line)
+		}
+		return
+	}
+	if f.Server == nil {
+		r.bad(at+".policy_file", "%s has no server block", v.PolicyFile)
+		return
+	}
+	cfg := *f.Server
+	v.Server = &cfg
+	if s := cfg.Supersede; s != nil {
+		v.Supersede = &Supersede{Max: s.MaxKeys, TTL: s.TTL, MaxWaiters: s.MaxWaiters}
+	}
+}
+
+// resolvePolicyFiles reads the policy files that the clients, calls and
+// services of s reference and puts their policies, breakers and server
+// blocks in s. tree is the node
 // tree s was decoded from (for the lines of problems) and file the
 // scenario's name, whose directory relative paths start from.
 func resolvePolicyFiles(s *Scenario, tree *yaml.Node, file string) []problem {
@@ -59,6 +135,7 @@ func resolvePolicyFiles(s *Scenario, tree *yaml.Node, file string) []problem {
 	for i := range s.Services {
 		v := &s.Services[i]
 		at := elemPath("services", v.Name, i)
+		r.resolveServer(at, v)
 		for j := range v.Calls {
 			c := &v.Calls[j]
 			cat := elemPath(at+".calls", c.Service, j)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/shed"
 	"github.com/stormguard/stormguard/sim/engine"
@@ -13,11 +14,12 @@ import (
 // A replica is one instance of a service: its workers, queue, limiter and
 // capacity law. A service has one or more behind a balancer.
 type replica struct {
-	queue   *shed.Queue[int32]
+	queue   *shed.Queue[int32] // with a gate: the run queue of admitted attempts waiting for a worker
 	limiter *limit.Limiter
-	busy    int // workers held: attempts in service and overhead jobs
-	inSvc   int // attempts in service: working, waiting on calls, or hung
-	working int // workers doing local work or failure work (worker laws)
+	gate    *admit.Core[int32] // admission from a policy file's server block (ServerRef); nil: none
+	busy    int                // workers held: attempts in service and overhead jobs
+	inSvc   int                // attempts in service: working, waiting on calls, or hung
+	working int                // workers doing local work or failure work (worker laws)
 	down    bool
 	// scaling: a replica scaled down drains, then is retired; a new one
 	// boots (down) until its delay has passed and its start-up calls are
@@ -36,6 +38,9 @@ type replica struct {
 // newReplica builds replica state from the service's spec (also after a
 // restart: a fresh queue and limiter).
 func (v *service) newReplica() (replica, error) {
+	if v.spec.Server != nil {
+		return v.newGateReplica()
+	}
 	q, err := shed.New[int32](v.spec.Queue.ShedConfig(v.spec.MinRemaining))
 	if err != nil {
 		return replica{}, fmt.Errorf("queue: %w", err)
@@ -49,6 +54,33 @@ func (v *service) newReplica() (replica, error) {
 		r.limiter = limit.NewLimiter(alg, limit.WithDials(v.dials))
 	}
 	return r, nil
+}
+
+// newGateReplica builds a replica that admits through an admit.Core of
+// the service's server block, with a FIFO run queue (in effect unbounded,
+// no deadlines: admitted work is never dropped) in front of its workers.
+func (v *service) newGateReplica() (replica, error) {
+	cfg := *v.spec.Server
+	cfg.Dials = v.dials
+	g, err := admit.NewCore[int32](cfg)
+	if err != nil {
+		return replica{}, fmt.Errorf("policy_file: server: %w", err)
+	}
+	q, err := shed.New[int32](QueueSpec{}.ShedConfig(0))
+	if err != nil {
+		return replica{}, fmt.Errorf("run queue: %w", err)
+	}
+	return replica{queue: q, gate: g, limiter: g.Limiter()}, nil
+}
+
+// queued returns the attempts waiting at the replica: in its queue, and
+// in its gate's.
+func (r *replica) queued() int {
+	n := r.queue.Len()
+	if r.gate != nil {
+		n += r.gate.Queued()
+	}
+	return n
 }
 
 // pickReplica returns the replica the balancer sends an attempt to, or
@@ -153,7 +185,7 @@ func (w *world) onOverheadDone(si, ri int32, epoch uint32) {
 
 // maybeCrash crashes replica ri when its queue has passed the limit.
 func (w *world) maybeCrash(v *service, ri int32) {
-	if c := v.spec.Crash; c != nil && v.reps[ri].queue.Len() > v.crashAt {
+	if c := v.spec.Crash; c != nil && v.reps[ri].queued() > v.crashAt {
 		w.crash(v, ri)
 	}
 }
@@ -175,6 +207,13 @@ func (w *world) crash(v *service, ri int32) {
 			break
 		}
 		w.lostInCrash(it.Payload, v, b)
+	}
+	for r.gate != nil {
+		ai, ok := r.gate.TakeAt(wall(now))
+		if !ok {
+			break
+		}
+		w.lostInCrash(ai, v, b)
 	}
 	if r.busy > 0 {
 		for i := range w.atts {

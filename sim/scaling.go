@@ -218,7 +218,7 @@ func (w *world) maybeUp(v *service, ri int32) {
 // maybeRetire ends a draining replica once it holds nothing.
 func (w *world) maybeRetire(v *service, ri int32) {
 	r := &v.reps[ri]
-	if !r.draining || r.busy > 0 || r.queue.Len() > 0 || r.debt > 0 {
+	if !r.draining || r.busy > 0 || r.queued() > 0 || r.debt > 0 {
 		return
 	}
 	w.integrate(v)

@@ -169,6 +169,9 @@ type Service struct {
 	// Supersede collapses attempts with the same idempotency key (see
 	// Supersede).
 	Supersede *Supersede `yaml:"supersede,omitempty" json:"supersede,omitempty"`
+	// PolicyFile and Server: admission from a policy file's server block
+	// (see ServerRef).
+	ServerRef `yaml:",inline"`
 }
 
 // QueueSpec configures a service's admission queue.

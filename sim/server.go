@@ -67,6 +67,10 @@ func (w *world) deliver(ai int32) {
 		w.reject(ai, v, v.spec.FailureCost.Refuse)
 		return
 	}
+	if r.gate != nil {
+		w.admitAt(ai, v, ri) // the production gate's core (ServerRef)
+		return
+	}
 	if v.expire && a.deadline != 0 && now.Add(v.minRemain) >= a.deadline {
 		w.expired(ai, v)
 		return
@@ -389,6 +393,7 @@ func (w *world) startNext(v *service, ri int32) {
 	if r.down {
 		return
 	}
+	w.admitDispatch(v, ri) // a gate hands freed slots on first (ServerRef)
 	now := wall(w.now())
 	for r.busy < v.workers && v.paused == 0 {
 		if w.startOverhead(v, ri) {
@@ -447,6 +452,7 @@ func (w *world) onExpire(si, ri int32) {
 		w.leaveQueue(it.Payload, why, v, v.spec.FailureCost.Shed)
 	}
 	w.scheduleExpiry(v, ri)
+	w.admitDispatch(v, ri) // a gate's queued attempts fall due too (ServerRef)
 }
 
 // tickAdmit is the seed 004 virtual-capacity service: PerTick admissions

@@ -102,7 +102,8 @@ type attempt struct {
 	cliDone  bool
 	srvDone  bool
 	live     bool
-	skey     uint64 // idempotency key; 0: none
+	skey     uint64      // idempotency key; 0: none
+	admitDL  engine.Time // its deadline at a gate (ServerRef); 0: none
 	// server side
 	tracked   bool        // held by its service's supersession table
 	qh        shed.Handle // its place in the queue, while queued
