@@ -86,11 +86,7 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-			srcs := []*yaml.Node{v}
-			if v.Kind == yaml.SequenceNode {
-				srcs = v.Content
-			}
+		if srcs, ok := mergeSources(k, v); ok {
 			for _, s := range srcs {
 				if s.Kind != yaml.MappingNode {
 					d.add(s, path, "a merge (<<) takes a mapping or a list of mappings")
@@ -120,6 +116,19 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 		}
 	}
 	return append(out, own...)
+}
+
+// mergeSources reports whether the entry k: v of a mapping is a merge
+// (<<), and returns what it merges in: v, or each element of v when it is
+// a list.
+func mergeSources(k, v *yaml.Node) ([]*yaml.Node, bool) {
+	if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
+		return nil, false
+	}
+	if v.Kind == yaml.SequenceNode {
+		return v.Content, true
+	}
+	return []*yaml.Node{v}, true
 }
 
 // fieldNames returns the configuration names of struct type t, in order.
@@ -338,11 +347,7 @@ func keyLines(n *yaml.Node, prefix []string, out *[]keyLine) {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-			srcs := []*yaml.Node{v}
-			if v.Kind == yaml.SequenceNode {
-				srcs = v.Content
-			}
+		if srcs, ok := mergeSources(k, v); ok {
 			for _, s := range srcs {
 				keyLines(s, prefix, out)
 			}
