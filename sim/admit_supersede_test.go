@@ -28,8 +28,10 @@ func TestSupersedeRefuseAsProduction(t *testing.T) {
 		if got := gateRefuse(t, mw); got != want {
 			t.Errorf("max_waiters %d: admit gate %+v, want %+v", mw, got, want)
 		}
-		if got := simRefuse(t, mw); got != want {
-			t.Errorf("max_waiters %d: simulator %+v, want %+v", mw, got, want)
+		for _, gate := range []bool{false, true} {
+			if got := simRefuse(t, mw, gate); got != want {
+				t.Errorf("max_waiters %d, admission through admit.Core %v: simulator %+v, want %+v", mw, gate, got, want)
+			}
 		}
 	}
 }
@@ -85,11 +87,16 @@ func gateRefuse(t *testing.T, mw int) supersedeOutcome {
 }
 
 // simRefuse drives the simulator: one person, patience 1 s, mw + 2 taps,
-// a service time of 10 s.
-func simRefuse(t *testing.T, mw int) supersedeOutcome {
+// a service time of 10 s; with gate, the service admits through a server
+// block (as a policy_file's, see ServerRef) with the same limit.
+func simRefuse(t *testing.T, mw int, gate bool) supersedeOutcome {
 	t.Helper()
 	s := oneService(0, Service{Workers: 10, ServiceTime: Dist{Kind: "constant", Mean: 10 * time.Second},
 		Supersede: &Supersede{MaxWaiters: mw}}, 30*time.Second, 1)
+	if gate {
+		s.Services[0].Server = &admit.Config{Limit: limit.Spec{Kind: limit.KindFixed, Limit: 10},
+			Supersede: &admit.SupersedeConfig{MaxWaiters: mw}}
+	}
 	s.Clients[0].Arrivals = Arrivals{Kind: "burst", Count: 1, At: 0}
 	s.Clients[0].Humans = &Humans{Patience: Dist{Kind: "constant", Mean: time.Second}, Taps: mw + 2}
 	s.Clients[0].IdempotencyKey = true

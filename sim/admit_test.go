@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/policyfile"
 )
 
@@ -254,6 +255,51 @@ func TestServerRefLoad(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestServerBlockExpires: a request whose deadline (arrival + max_timeout)
+// passes while it waits in the gate's queue expires there, when it falls
+// due, without running, as in production; the others run.
+func TestServerBlockExpires(t *testing.T) {
+	tests := []struct {
+		name               string
+		maxTimeout         time.Duration
+		completed, expired int64
+		expiredAt          float64 // s, the bin's start; -1: none
+	}{
+		// r1 runs 0.5–1.5 s, r2 1.5–2.5 s; r3 (arrived 0.7 s) would start
+		// at 2.5 s, after its deadline of 2.2 s.
+		{"max_timeout 1.5s", 1500 * time.Millisecond, 2, 1, 2.2},
+		{"max_timeout 1m", time.Minute, 3, 0, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := oneService(0, Service{Workers: 10, ServiceTime: Dist{Kind: "constant", Mean: time.Second}}, 10*time.Second, 1)
+			s.Services[0].Server = &admit.Config{MaxTimeout: tt.maxTimeout, Limit: limit.Spec{Kind: limit.KindFixed, Limit: 1}}
+			c := s.Clients[0]
+			s.Clients = nil
+			for i, at := range []int{500, 600, 700} {
+				c.Name = fmt.Sprintf("r%d", i+1)
+				c.Arrivals = Arrivals{Kind: "burst", Count: 1, At: time.Duration(at) * time.Millisecond}
+				s.Clients = append(s.Clients, c)
+			}
+			s.Bin = 100 * time.Millisecond
+			r := run(t, s).Services[0]
+			if v := r.Total; v.Completed != tt.completed || v.Expired != tt.expired {
+				t.Errorf("completed %d, expired %d; want %d, %d", v.Completed, v.Expired, tt.completed, tt.expired)
+			}
+			at := -1.0
+			for _, b := range r.Bins {
+				if b.Expired > 0 {
+					at = math.Round(b.T*10) / 10
+					break
+				}
+			}
+			if at != tt.expiredAt {
+				t.Errorf("expired in the bin at %v s, want %v s (its deadline; -1: none)", at, tt.expiredAt)
 			}
 		})
 	}

@@ -71,7 +71,10 @@ type PolicyRef struct {
 // the overload signal to refusals.
 //
 // [Load] and [Parse] read the file; a Scenario built in Go sets Server
-// itself (policyfile's File.Server gives it).
+// itself (policyfile's File.Server gives it), and Supersede from its
+// supersede block when it has one (Max: max_keys, TTL: ttl, MaxWaiters:
+// max_waiters); the service's Limiter, Queue, ExpiredDrop and
+// MinRemaining are then not used.
 type ServerRef struct {
 	// PolicyFile is the policy file's path, relative to the scenario
 	// file's directory (to the working directory for standard input).
