@@ -132,7 +132,8 @@ func DialOptions(r *retry.Retrier, opts ...ClientOption) []grpc.DialOption {
 // grpc-retry-pushback-ms); the first success is copied into reply (and its
 // header and trailer into the caller's grpc.Header and grpc.Trailer
 // options) and the rest are cancelled; a fatal status ends the call at once.
-// Streams are not hedged.
+// Streams are hedged with the same rules until they are committed (see
+// [StreamClientInterceptor]).
 func UnaryClientInterceptor(r *retry.Retrier, opts ...ClientOption) grpc.UnaryClientInterceptor {
 	return newClient(r, opts).unary
 }

@@ -41,7 +41,29 @@ import (
 // RecvMsg) is a *[retry.GiveUpError] as for unary calls.
 //
 // With a circuit breaker on the retrier every attempt asks it first, as for
-// unary calls; streams are never hedged.
+// unary calls.
+//
+// With a hedging policy ([retry.Policy].Hedge), streams of every kind of
+// retryable methods are hedged instead, with gRFC A6's rules for streams:
+// until the call is committed, a new stream is opened every Delay, up to
+// MaxAttempts, each with its attempt number in the metadata and each after
+// the first charged to the retry budget, as for unary hedges. The call is
+// committed to the first stream that receives headers (a first message
+// brings them) or ends successfully; the others are cancelled, and from
+// then on the caller reads and writes that stream as it is, its later
+// failure included. Until then SendMsg sends to every stream open and keeps
+// the message in a replay buffer of 256 KiB (grpc-go's per-call default):
+// a new hedge gets every message sent so far, in order, and CloseSend if it
+// was called. A message that does not fit (or is not a proto.Message) stops
+// hedging, the streams open get it and the rest, none is dropped. A stream
+// that fails before headers ends its attempt: a retryable status starts the
+// next hedge at once (or after grpc-retry-pushback-ms), any other status
+// ends the call. A call that fails gives up as a unary call does: RecvMsg
+// returns a *[retry.GiveUpError] that wraps the last stream's status;
+// SendMsg then returns io.EOF. Until the call is committed, RecvMsg and
+// Header wait for it, Trailer returns nil and Context the caller's context;
+// the caller's grpc.Header and grpc.Trailer options get the winner's
+// metadata when its stream ends.
 //
 // While a server-streaming call may still be retried, Header and Trailer
 // report the current attempt's metadata, and Context its context. A stream
@@ -60,6 +82,9 @@ func (cl *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 	}
 	retryable := cl.retryable == nil || cl.retryable(method)
 	base, crit := outgoing(ctx)
+	if h := r.Policy().Hedge; h != nil && h.MaxAttempts > 1 && retryable {
+		return cl.hedgeStream(ctx, now, dl, base, crit, desc, cc, method, streamer, opts)
+	}
 	c := r.StartContext(ctx, now, dl)
 	var last error // the previous attempt's error
 	for {
