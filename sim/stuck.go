@@ -21,7 +21,7 @@ import (
 // service time, at the highest speed the service can reach), and the
 // queue has no way to lose items but by starting them (no deadline or
 // CoDel drops, no priority that lets a newcomer pass, no supersession, no
-// crash). An attempt that reaches such a service joins the back of a queue
+// crash, no admission gate from a policy file, whose queue expires items). An attempt that reaches such a service joins the back of a queue
 // that will not have reached it by the end. A client is stuck when every
 // way its requests can succeed passes through a stuck service: its target
 // is stuck, or every call its target makes is required (no fallback) and
@@ -120,8 +120,8 @@ func (w *world) queueStuck(v *service) bool {
 	up := 0
 	for i := range v.reps {
 		r := &v.reps[i]
-		if r.booting || r.delayed || r.draining {
-			return false
+		if r.booting || r.delayed || r.draining || r.gate != nil {
+			return false // it may change, or its gate's queue may expire items
 		}
 		if r.down || r.retired {
 			continue
