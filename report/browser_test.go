@@ -8,16 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stormguard/stormguard/analyze"
-	"github.com/stormguard/stormguard/examples"
-	"github.com/stormguard/stormguard/sim"
-	"github.com/stormguard/stormguard/sweep"
 )
 
 // browserChromiumFlags run Debian's chromium headless, offline and without state.
@@ -73,68 +67,15 @@ func browserChromium(t *testing.T) string {
 // checks that every chart rendered.
 func TestReportsRenderInChromium(t *testing.T) {
 	bin := browserChromium(t)
-	dir := t.TempDir()
-
-	// The sim report: the built-in scenario, shortened.
-	f, err := sim.Parse(examples.DefaultName, examples.Default())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := sim.Output{Scenario: f.Base.Name, Description: f.Base.Description}
-	for i, r := range f.Runs {
-		s := r.Scenario
-		s.Duration = 40 * time.Second
-		if i == 0 {
-			// Runbook marks and replicas on the chart: two replicas of
-			// half the workers each, and an operator who turns retries off.
-			s.Services = slices.Clone(s.Services)
-			s.Services[0].Replicas, s.Services[0].Workers = 2, max(1, s.Services[0].Workers/2)
-			s.Actions = []sim.Action{{At: 25 * time.Second, Kind: "retries-off", Target: s.Clients[0].Name}}
-		}
-		res, err := sim.Run(t.Context(), s, r.Name, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out.Runs = append(out.Runs, res)
-	}
-	simDir := filepath.Join(dir, "sim")
-	if err := WriteSim(simDir, out); err != nil {
-		t.Fatal(err)
-	}
-	if svg, err := os.ReadFile(filepath.Join(simDir, FileNames(out.Runs)[0]+".svg")); err != nil || !bytes.Contains(svg, []byte("retries-off app")) || !bytes.Contains(svg, []byte("replicas serving")) {
+	simDir, sweepDir, analyzeDir, runs := browserReports(t, t.TempDir())
+	if svg, err := os.ReadFile(filepath.Join(simDir, FileNames(runs)[0]+".svg")); err != nil || !bytes.Contains(svg, []byte("retries-off app")) || !bytes.Contains(svg, []byte("replicas serving")) {
 		t.Errorf("the first run's chart does not mark its action and replicas (%v)", err)
-	}
-
-	// The sweep report: the same scenario on a small grid.
-	plan, err := sweep.NewPlan(f, sweep.Options{From: 200, To: 360, Step: 40, Hold: 3 * time.Second,
-		Loads: []float64{150, 250}, Max: 4, Resolution: 1, After: 20 * time.Second,
-		CapacityAt: 40 * time.Second, CapacityResolution: 1, LatestFactor: 2, LatestResolution: 30 * time.Second, CompareSeeds: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := sweep.Run(t.Context(), plan, sweep.Exec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sweepDir := filepath.Join(dir, "sweep")
-	if err := WriteSweep(sweepDir, res); err != nil {
-		t.Fatal(err)
-	}
-
-	// The analyze report: the checklist of the same scenario.
-	rep, err := analyze.File(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	analyzeDir := filepath.Join(dir, "analyze")
-	if err := WriteAnalyze(analyzeDir, rep); err != nil {
-		t.Fatal(err)
 	}
 
 	for _, page := range []struct {
 		dir    string
 		charts int
-	}{{simDir, len(out.Runs)}, {sweepDir, 4}, {analyzeDir, 3}} {
+	}{{simDir, len(runs)}, {sweepDir, 4}, {analyzeDir, 3}} {
 		t.Run(filepath.Base(page.dir), func(t *testing.T) {
 			t.Parallel()
 			charts := browserCharts(t, bin, page.dir)

@@ -3,11 +3,14 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"html"
 	"image/color"
 	"math"
+	"regexp"
 	"strconv"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -106,13 +109,37 @@ func chart(r sim.Result) (png, svg []byte, err error) {
 // would run into each other. Times New Roman (Windows, macOS) and Tinos
 // (ChromeOS, Google Fonts) have Liberation Serif's widths, glyph for glyph;
 // so have Arial and Arimo for Liberation Sans, Courier New and Cousine
-// for Liberation Mono.
+// for Liberation Mono. A browser with none of them (a minimal Linux with
+// only DejaVu, as Debian's chromium without its recommended fonts) would
+// still set the text wider, legend labels past the chart's right edge:
+// so every text also gets the width gonum measured as its textLength,
+// which the browser fits the text to, whatever its font.
 func SVGFonts(svg []byte) []byte {
+	svg = svgText.ReplaceAllFunc(svg, func(t []byte) []byte {
+		m := svgText.FindSubmatch(t)
+		v, ok := svgVariants[string(m[3])]
+		size, err := strconv.ParseFloat(string(m[6]), 64)
+		if !ok || string(m[4]) != "normal" || string(m[5]) != "normal" || err != nil {
+			return t
+		}
+		face := font.DefaultCache.Lookup(font.Font{Typeface: "Liberation", Variant: v}, vg.Points(size))
+		w := face.Width(html.UnescapeString(string(m[7]))).Points()
+		return fmt.Appendf(nil, `<text %s textLength="%.5g" lengthAdjust="spacingAndGlyphs"%s`, m[1], w, m[2])
+	})
 	for _, f := range svgFontStacks {
 		svg = bytes.ReplaceAll(svg, []byte("font-family:"+f[0]+";"), []byte("font-family:"+f[1]+";"))
 	}
 	return svg
 }
+
+// svgText is a text element as vgsvg writes it: its position and
+// transform (1), the rest from its style on (2), and in it its font's
+// family (3), weight (4), style (5) and size in points (6) and its
+// escaped text (7).
+var svgText = regexp.MustCompile(`<text ([^>]*?)(\s*style="font-family:([^;"]*);font-variant:[^;"]*;font-weight:([^;"]*);font-style:([^;"]*);font-size:([0-9.e+-]+)px[^"]*">([^<]*)</text>)`)
+
+// svgVariants: the gonum variant of each Liberation family.
+var svgVariants = map[string]font.Variant{"Liberation Serif": "Serif", "Liberation Sans": "Sans", "Liberation Mono": "Mono"}
 
 // svgFontStacks: a Liberation font, and the stack that replaces it.
 var svgFontStacks = [...][2]string{
