@@ -116,7 +116,8 @@ const noSlot = -1
 // All methods run in constant time except that adding or removing an item
 // with a deadline costs O(log n). Storage grows on demand, doubling, up to
 // the capacity, so a large capacity costs nothing until it is used; once
-// grown, no method allocates. A Queue is not safe
+// grown, no method allocates, and [Queue.Reuse] lets a new queue start on
+// the storage of one that is done with. A Queue is not safe
 // for concurrent use. The zero Queue has capacity 0 and refuses every item
 // with QueueFull: build one with [New].
 type Queue[T any] struct {
@@ -190,6 +191,25 @@ func New[T any](c Config) (*Queue[T], error) {
 		q.classes[i] = list{noSlot, noSlot}
 	}
 	return q, nil
+}
+
+// Reuse makes q use the storage old has grown, so that a program that
+// builds one queue after another (the simulator, run after run) does not
+// grow the same arrays again. q must be new: built by [New], nothing pushed
+// yet. old must not be used afterwards; its storage is cleared as q grows
+// into it, so q behaves exactly as a new queue would. Reuse does nothing if
+// old has less room than q or is q itself.
+func (q *Queue[T]) Reuse(old *Queue[T]) {
+	if old == nil || old == q || q.seq != 0 || cap(old.slots) < len(q.slots) {
+		return
+	}
+	slots := old.slots[:len(q.slots)]
+	copy(slots, q.slots) // q's fresh free list
+	q.slots = slots
+	if cap(old.heap) > cap(q.heap) {
+		q.heap = old.heap[:0]
+	}
+	old.slots, old.heap, old.free, old.cap = nil, nil, noSlot, 0
 }
 
 // Config returns the queue's configuration, defaults filled in.

@@ -62,6 +62,7 @@ func simulate(ctx context.Context, s Scenario, name string, progress func(frac f
 	if err != nil {
 		return Result{}, err
 	}
+	defer w.release() // the next run reuses its arrays, however this one ends
 	w.startEvents()
 	every := max(1, w.nbins/100)
 	var ev engine.Event

@@ -255,6 +255,7 @@ func (q QueueSpec) ShedConfig(minRemain time.Duration) shed.Config {
 // defaults filled in.
 func newWorld(sc Scenario) (*world, error) {
 	w := &world{sc: sc, bin: sc.Bin, end: engine.Time(sc.Duration)}
+	bufs := w.takeBuffers()
 	w.nbins = int((sc.Duration + sc.Bin - 1) / sc.Bin)
 	svcIdx := map[string]int32{}
 	w.svcIdx = svcIdx
@@ -316,6 +317,7 @@ func newWorld(sc Scenario) (*world, error) {
 		}
 		v.stats.init(w.nbins)
 	}
+	w.reuseQueues(bufs)
 	for i, spec := range sc.Services {
 		for j, c := range spec.Calls {
 			e, err := w.newEdge(fmt.Sprintf("%s→%s#%d", spec.Name, c.Service, j), noID, int32(i), svcIdx[c.Service],

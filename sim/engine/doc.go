@@ -12,6 +12,9 @@
 // assigns when the event is scheduled. Events are stored by value, inline
 // in the engine's arrays: scheduling one allocates nothing, boxes nothing
 // into an interface, and captures no closure.
+// A program that runs simulations one after another can hand the arrays a
+// finished engine has grown to the next one ([Engine.Release],
+// [Engine.Reuse]) instead of growing them again.
 //
 // Events fire in order of At; events with equal At fire in the order they
 // were scheduled (by Seq), whichever structure holds them.

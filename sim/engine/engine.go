@@ -30,6 +30,8 @@ type Engine struct {
 
 	queues []*FixedQueue // every fixed queue, by id−1
 	ready  readyHeap     // the non-empty ones
+
+	spare []ring // rings from [Engine.Reuse] for the next fixed queues
 }
 
 // Now returns the current virtual time: the time of the event delivered

@@ -43,6 +43,13 @@ func (e *Engine) NewFixedQueue(delay time.Duration) *FixedQueue {
 		panic("engine: negative fixed-queue delay")
 	}
 	q := &FixedQueue{e: e, delay: delay, id: uint32(len(e.queues) + 1)}
+	if len(e.spare) > 0 {
+		r := e.spare[0]
+		e.spare[0] = ring{}
+		e.spare = e.spare[1:]
+		clear(r.dead)
+		q.buf, q.dead, q.mask = r.buf, r.dead, uint64(len(r.buf)-1)
+	}
 	e.queues = append(e.queues, q)
 	return q
 }
