@@ -36,10 +36,36 @@ func WithRetryableMethods(f func(fullMethod string) bool) ClientOption {
 	return func(c *client) { c.retryable = f }
 }
 
+// WithStreamHedgeBuffer bounds, to bytes, the messages a hedged stream
+// keeps to replay to the hedges it may still start (the equivalent of
+// grpc-go's perRPCBufferLimit, its service config's per-call retry buffer).
+// Each message counts its encoded size and the 5 bytes of its gRPC frame
+// header; the first message that would go past the bound stops hedging the
+// call (the streams open get it, none is dropped; see
+// [StreamClientInterceptor]). 0 keeps the default,
+// [DefaultStreamHedgeBuffer] (256 KiB). It applies only to streams with a
+// hedging policy: a unary hedge sends its one request to every attempt,
+// and a stream that is retried, not hedged, keeps only its first message.
+//
+// A negative size is a programming error: WithStreamHedgeBuffer panics
+// with an error that says so.
+func WithStreamHedgeBuffer(bytes int) ClientOption {
+	if bytes < 0 {
+		panic(fmt.Errorf("grpcx: WithStreamHedgeBuffer(%d): the size must not be negative (0 keeps the default, %d bytes)", bytes, DefaultStreamHedgeBuffer))
+	}
+	return func(c *client) {
+		c.streamHedgeBuffer = bytes
+		if bytes == 0 {
+			c.streamHedgeBuffer = DefaultStreamHedgeBuffer
+		}
+	}
+}
+
 // client is the state the client interceptors share.
 type client struct {
-	r         *retry.Retrier
-	retryable func(string) bool
+	r                 *retry.Retrier
+	retryable         func(string) bool
+	streamHedgeBuffer int // the replay buffer of a hedged stream, in bytes
 }
 
 // single makes one attempt per call; it is the Retrier of interceptors
@@ -51,7 +77,7 @@ func newClient(r *retry.Retrier, opts []ClientOption) *client {
 	if r == nil {
 		r = single
 	}
-	c := &client{r: r}
+	c := &client{r: r, streamHedgeBuffer: DefaultStreamHedgeBuffer}
 	for _, o := range opts {
 		o(c)
 	}
@@ -130,8 +156,9 @@ func DialOptions(r *retry.Retrier, opts ...ClientOption) []grpc.DialOption {
 // server sheds hedges first) and each after the first charged to the retry
 // budget; a retryable failure sends the next copy at once (or after
 // grpc-retry-pushback-ms); the first success is copied into reply (and its
-// header and trailer into the caller's grpc.Header and grpc.Trailer
-// options) and the rest are cancelled; a fatal status ends the call at once.
+// header, trailer and peer into the caller's grpc.Header, grpc.Trailer and
+// grpc.Peer options, which the attempts do not share) and the rest are
+// cancelled; a fatal status ends the call at once.
 // Streams are hedged with the same rules until they are committed (see
 // [StreamClientInterceptor]).
 func UnaryClientInterceptor(r *retry.Retrier, opts ...ClientOption) grpc.UnaryClientInterceptor {

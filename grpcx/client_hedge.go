@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -21,6 +22,7 @@ type hedgeResult struct {
 	o               outcome
 	reply           proto.Message
 	header, trailer metadata.MD
+	peer            *peer.Peer // nil unless the caller asked for the peer
 	end             time.Time
 }
 
@@ -33,29 +35,19 @@ func (cl *client) hedge(ctx context.Context, now, dl time.Time, base metadata.MD
 	if !ok {
 		return r.HedgeGiveUp(&h, retry.ErrBreakerOpen, breakerLast(nil))
 	}
-	// The caller's Header and Trailer options get the winner's metadata;
-	// the attempts, running at once, get their own.
-	var headers, trailers []*metadata.MD
-	attemptOpts := make([]grpc.CallOption, 0, len(opts))
-	for _, o := range opts {
-		switch o := o.(type) {
-		case grpc.HeaderCallOption:
-			headers = append(headers, o.HeaderAddr)
-		case grpc.TrailerCallOption:
-			trailers = append(trailers, o.TrailerAddr)
-		default:
-			attemptOpts = append(attemptOpts, o)
-		}
-	}
+	// The caller's Header, Trailer and Peer options get the winner's
+	// metadata and peer; the attempts, running at once, get their own.
+	ho := splitHedgeOpts(opts)
 	results := make(chan hedgeResult, retry.MaxHedgeAttempts) // never blocks a sender
 	var cancels [retry.MaxHedgeAttempts]context.CancelFunc
 	launch := func(n int) {
 		actx, cancel := context.WithCancel(attemptContext(ctx, base, n, crit))
 		cancels[n-1] = cancel
 		rep := reply.ProtoReflect().New().Interface()
+		p, aopts := ho.attempt()
 		go func() {
-			o, hd, tr := cl.invokeMD(ctx, actx, method, req, rep, cc, invoker, attemptOpts)
-			results <- hedgeResult{n: n, o: o, reply: rep, header: hd, trailer: tr, end: time.Now()}
+			o, hd, tr := cl.invokeMD(ctx, actx, method, req, rep, cc, invoker, aopts)
+			results <- hedgeResult{n: n, o: o, reply: rep, header: hd, trailer: tr, peer: p, end: time.Now()}
 		}()
 	}
 	launch(1)
@@ -138,13 +130,64 @@ func (cl *client) hedge(ctx context.Context, now, dl time.Time, base metadata.MD
 	}
 	proto.Reset(reply)
 	proto.Merge(reply, win.reply)
-	for _, p := range headers {
-		*p = win.header
-	}
-	for _, p := range trailers {
-		*p = win.trailer
-	}
+	ho.fill(win.header, win.trailer, win.peer)
 	return nil
+}
+
+// hedgeOpts are a hedged call's options: those its attempts share, and
+// the caller's Header, Trailer and Peer options, which every attempt,
+// running at once, would otherwise write; they get the winner's.
+type hedgeOpts struct {
+	shared   []grpc.CallOption // the caller's options but those below
+	headers  []*metadata.MD
+	trailers []*metadata.MD
+	peers    []*peer.Peer
+}
+
+// splitHedgeOpts sorts the options of a hedged call.
+func splitHedgeOpts(opts []grpc.CallOption) hedgeOpts {
+	ho := hedgeOpts{shared: make([]grpc.CallOption, 0, len(opts))}
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			ho.headers = append(ho.headers, o.HeaderAddr)
+		case grpc.TrailerCallOption:
+			ho.trailers = append(ho.trailers, o.TrailerAddr)
+		case grpc.PeerCallOption:
+			ho.peers = append(ho.peers, o.PeerAddr)
+		default:
+			ho.shared = append(ho.shared, o)
+		}
+	}
+	return ho
+}
+
+// attempt returns an attempt's options: the shared ones and, if the
+// caller asked for the peer, a Peer option of the attempt's own, p.
+func (ho *hedgeOpts) attempt() (p *peer.Peer, opts []grpc.CallOption) {
+	if len(ho.peers) == 0 {
+		return nil, ho.shared
+	}
+	p = new(peer.Peer)
+	// The full slice expression makes append copy, never write into the
+	// shared array.
+	return p, append(ho.shared[:len(ho.shared):len(ho.shared)], grpc.Peer(p))
+}
+
+// fill gives the caller's options the winner's header, trailer and peer
+// (p, from attempt; nil if it has none).
+func (ho *hedgeOpts) fill(header, trailer metadata.MD, p *peer.Peer) {
+	for _, h := range ho.headers {
+		*h = header
+	}
+	for _, t := range ho.trailers {
+		*t = trailer
+	}
+	if p != nil {
+		for _, cp := range ho.peers {
+			*cp = *p
+		}
+	}
 }
 
 // supersededCopy reports whether an attempt ended with a superseding

@@ -52,18 +52,21 @@ import (
 // brings them) or ends successfully; the others are cancelled, and from
 // then on the caller reads and writes that stream as it is, its later
 // failure included. Until then SendMsg sends to every stream open and keeps
-// the message in a replay buffer of 256 KiB (grpc-go's per-call default):
-// a new hedge gets every message sent so far, in order, and CloseSend if it
-// was called. A message that does not fit (or is not a proto.Message) stops
-// hedging, the streams open get it and the rest, none is dropped. A stream
-// that fails before headers ends its attempt: a retryable status starts the
-// next hedge at once (or after grpc-retry-pushback-ms), any other status
-// ends the call. A call that fails gives up as a unary call does: RecvMsg
-// returns a *[retry.GiveUpError] that wraps the last stream's status;
+// the message in a replay buffer ([DefaultStreamHedgeBuffer], grpc-go's
+// per-call default of 256 KiB, unless [WithStreamHedgeBuffer] sets
+// another size): a new hedge gets every message sent so far, in order, and
+// CloseSend if it was called. A message that does not fit (or is not a
+// proto.Message) stops hedging, the streams open get it and the rest, none
+// is dropped. A stream that fails before headers ends its attempt: a
+// retryable status starts the next hedge at once (or after
+// grpc-retry-pushback-ms), any other status ends the call. A call that
+// fails gives up as a unary call does: RecvMsg returns a
+// *[retry.GiveUpError] that wraps the last stream's status;
 // SendMsg then returns io.EOF. Until the call is committed, RecvMsg and
 // Header wait for it, Trailer returns nil and Context the caller's context;
-// the caller's grpc.Header and grpc.Trailer options get the winner's
-// metadata when its stream ends.
+// the caller's grpc.Header, grpc.Trailer and grpc.Peer options (which the
+// streams do not share) get the winner's metadata and peer when its stream
+// ends.
 //
 // While a server-streaming call may still be retried, Header and Trailer
 // report the current attempt's metadata, and Context its context. A stream

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -19,14 +20,15 @@ import (
 	"github.com/stormguard/stormguard/wire"
 )
 
-// streamReplayLimit bounds the messages a hedged stream keeps to replay to
-// its hedges, in bytes: each message counts its encoded size and the 5
-// bytes of its gRPC frame header. It is grpc-go's default per-call retry
-// buffer (256 KiB). A message that would go past it, or whose size cannot
-// be known (not a proto.Message), stops hedging: the attempts already
-// running get it and every later message, none is dropped, and no new
-// hedge starts.
-const streamReplayLimit = 256 << 10
+// DefaultStreamHedgeBuffer is the default bound, in bytes, of the
+// messages a hedged stream keeps to replay to its hedges
+// ([WithStreamHedgeBuffer]): grpc-go's default per-call retry buffer,
+// 256 KiB. Each message counts its encoded size and the 5 bytes of its
+// gRPC frame header. A message that would go past the bound, or whose
+// size cannot be known (not a proto.Message), stops hedging: the attempts
+// already running get it and every later message, none is dropped, and no
+// new hedge starts.
+const DefaultStreamHedgeBuffer = 256 << 10
 
 // streamFrameHeader is the size of a gRPC message's frame header.
 const streamFrameHeader = 5
@@ -49,9 +51,8 @@ type hedgedStream struct {
 	cc       *grpc.ClientConn
 	method   string
 	streamer grpc.Streamer
-	opts     []grpc.CallOption // the attempts' options: the caller's, without Header and Trailer
-	headers  []*metadata.MD    // the caller's Header options, set from the winner
-	trailers []*metadata.MD    // the caller's Trailer options, set from the winner
+	opts     hedgeOpts // the attempts' options, and the caller's Header, Trailer and Peer, set from the winner
+	limit    int       // the replay buffer's bound, in bytes
 
 	h        retry.Hedge                            // owned by loop
 	all      [retry.MaxHedgeAttempts]*streamAttempt // the attempts started; owned by loop
@@ -62,7 +63,7 @@ type hedgedStream struct {
 	winner  *streamAttempt // the committed attempt; set before decided is closed
 	err     error          // the give-up error; set before decided is closed
 	trailer metadata.MD    // the last failed attempt's trailer; set before decided is closed
-	filled  atomic.Bool    // the caller's Header and Trailer options are set
+	filled  atomic.Bool    // the caller's Header, Trailer and Peer options are set
 
 	sendMu     sync.Mutex                             // held while sending to attempts; guards the fields below
 	open       [retry.MaxHedgeAttempts]*streamAttempt // the attempts opened and replayed to
@@ -78,6 +79,8 @@ type streamAttempt struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	cs     grpc.ClientStream // set once opened, under sendMu
+	opts   []grpc.CallOption // the call options it is opened with
+	peer   *peer.Peer        // its own Peer option's; nil unless the caller asked
 	// ended: the attempt ended successfully without headers (a
 	// trailers-only OK); as the winner, its RecvMsg reports io.EOF.
 	ended bool
@@ -106,28 +109,17 @@ func (cl *client) hedgeStream(ctx context.Context, now, dl time.Time, base metad
 	}
 	s := &hedgedStream{
 		cl: cl, ctx: ctx, base: base, crit: crit, desc: desc, cc: cc, method: method, streamer: streamer,
+		opts:     splitHedgeOpts(opts),
+		limit:    cl.streamHedgeBuffer,
 		h:        h,
 		events:   make(chan streamEvent, retry.MaxHedgeAttempts),
 		overflow: make(chan struct{}),
 		decided:  make(chan struct{}),
 	}
-	// Each attempt records its own metadata; the caller's Header and
-	// Trailer options get the winner's.
-	s.opts = make([]grpc.CallOption, 0, len(opts))
-	for _, o := range opts {
-		switch o := o.(type) {
-		case grpc.HeaderCallOption:
-			s.headers = append(s.headers, o.HeaderAddr)
-		case grpc.TrailerCallOption:
-			s.trailers = append(s.trailers, o.TrailerAddr)
-		default:
-			s.opts = append(s.opts, o)
-		}
-	}
 	// The first attempt is opened before the caller can send, so that it
 	// needs no replay.
 	a := s.attempt(1)
-	cs, err := streamer(a.ctx, desc, cc, method, s.opts...)
+	cs, err := streamer(a.ctx, desc, cc, method, a.opts...)
 	if err == nil {
 		a.cs = cs
 		s.open[0] = a
@@ -141,6 +133,7 @@ func (cl *client) hedgeStream(ctx context.Context, now, dl time.Time, base metad
 func (s *hedgedStream) attempt(n int) *streamAttempt {
 	ctx, cancel := context.WithCancel(attemptContext(s.ctx, s.base, n, s.crit))
 	a := &streamAttempt{n: n, ctx: ctx, cancel: cancel}
+	a.peer, a.opts = s.opts.attempt()
 	s.all[n-1] = a
 	return a
 }
@@ -245,7 +238,7 @@ func (s *hedgedStream) run(a *streamAttempt) {
 		s.events <- streamEvent{n: a.n, aborted: true, end: time.Now()}
 		return
 	}
-	cs, err := s.streamer(a.ctx, s.desc, s.cc, s.method, s.opts...)
+	cs, err := s.streamer(a.ctx, s.desc, s.cc, s.method, a.opts...)
 	if err == nil {
 		s.sendMu.Lock()
 		if s.overflowed || a.ctx.Err() != nil {
@@ -326,7 +319,7 @@ func (s *hedgedStream) SendMsg(m any) error {
 		if pm, ok := m.(proto.Message); ok {
 			n = proto.Size(pm) + streamFrameHeader
 		}
-		if n < 0 || s.size+n > streamReplayLimit {
+		if n < 0 || s.size+n > s.limit {
 			s.overflowed, s.buf, s.size = true, nil, 0
 			close(s.overflow)
 		} else {
@@ -395,21 +388,18 @@ func (s *hedgedStream) RecvMsg(m any) error {
 	return err
 }
 
-// finish releases the winner's context and gives the caller's Header and
-// Trailer options the winner's metadata.
+// finish releases the winner's context and gives the caller's Header,
+// Trailer and Peer options the winner's metadata and peer (grpc-go wrote
+// the winner's own Peer option when its stream ended, before RecvMsg
+// reported the end).
 func (s *hedgedStream) finish(w *streamAttempt) {
 	w.cancel()
-	if len(s.headers)+len(s.trailers) == 0 || !s.filled.CompareAndSwap(false, true) {
+	o := &s.opts
+	if len(o.headers)+len(o.trailers)+len(o.peers) == 0 || !s.filled.CompareAndSwap(false, true) {
 		return
 	}
 	hd, _ := w.cs.Header()
-	tr := w.cs.Trailer()
-	for _, p := range s.headers {
-		*p = hd
-	}
-	for _, p := range s.trailers {
-		*p = tr
-	}
+	o.fill(hd, w.cs.Trailer(), w.peer)
 }
 
 // Header waits until the call is committed and returns the winner's
