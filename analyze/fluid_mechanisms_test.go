@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -372,8 +373,12 @@ func TestFluidThrashing(t *testing.T) {
 // latency makes retries add load. At 40/s it is vulnerable (recovery below
 // 3 × 40 = 120 > 100, the most the law completes), as the spike runs of
 // TestBrookerSpike are. On examples/brooker-ramp.yaml's way up (40 → 80/s
-// over 25 s) the model's ramp collapses where the simulator's does, within
-// 10 % for each of 3 seeds. Both are read with sim.FindHysteresis from
+// over 25 s) the model's ramp collapses where the simulator's typically
+// does: over 9 seeds, at least 6 collapse on the way up, their median
+// collapse load is within 10 % of the model's and each within 15 % (the
+// collapse of a system near its threshold is a random event: over seeds
+// 1–15 the simulator's spread from 72.8 to 80.8/s, and 3 of 15 held to the
+// top, against the model's 71.2/s). Both are read with sim.FindHysteresis from
 // 5 s on (before, the simulator's first answers, 1.9 s after the first
 // requests, have not come back yet), and at the schedule's rate at the
 // middle of the collapse's bin: a 1 s bin's measured demand has Poisson
@@ -393,7 +398,7 @@ func TestFluidLinear(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ss []sim.Scenario
-	for seed := range 3 {
+	for seed := range 9 {
 		x := s
 		x.Seed = uint64(seed + 1)
 		ss = append(ss, x)
@@ -404,10 +409,20 @@ func TestFluidLinear(t *testing.T) {
 		fb[i] = sim.ClientBin{T: b.T, Demand: b.Demand, Goodput: b.Goodput}
 	}
 	want := rate(sim.FindHysteresis(fb[5:]).CollapseT)
+	var loads []float64
 	for i, r := range runAll(t, ss...) {
 		h := sim.FindHysteresis(r.Clients[0].Bins[5:])
-		within(t, fmt.Sprintf("collapse, seed %d (at %.0f s)", i+1, h.CollapseT), rate(h.CollapseT), want, 0.10)
+		if h.CollapseT < 0 {
+			continue // held to the top of the ramp
+		}
+		loads = append(loads, rate(h.CollapseT))
+		within(t, fmt.Sprintf("collapse, seed %d (at %.0f s)", i+1, h.CollapseT), rate(h.CollapseT), want, 0.15)
 	}
+	if len(loads) < 6 {
+		t.Fatalf("%d of 9 seeds collapsed on the way up, want at least 6", len(loads))
+	}
+	slices.Sort(loads)
+	within(t, "median collapse", loads[len(loads)/2], want, 0.10)
 }
 
 // TestFluidCostlyRefusals: examples/costly-rejections.yaml, a service of

@@ -31,11 +31,18 @@ type loadgen struct {
 	wg       sync.WaitGroup
 	// lag is how far the arrivals fell behind their schedule, at most.
 	lag time.Duration
+	// loads are the load triggers, as the simulator's arrivals read them.
+	loads []sim.Trigger
 }
 
 func newLoadgen(cfg LoadgenConfig, clk clock) (*loadgen, error) {
 	g := &loadgen{cfg: cfg, clk: clk, counts: newClientCounts(clk), url: "http://" + cfg.Target + "/",
 		client: &http.Client{Transport: newHTTPTransport()}}
+	for _, w := range cfg.Triggers {
+		if w.Kind == "load" {
+			g.loads = append(g.loads, sim.Trigger{Kind: w.Kind, At: w.At, Duration: w.Duration, Factor: w.Factor})
+		}
+	}
 	for range max(1, cfg.Processes) {
 		r, err := retry.New(cfg.Policy)
 		if err != nil {
@@ -88,60 +95,12 @@ func (g *loadgen) run(ctx context.Context) {
 }
 
 // next returns the offset of the arrival after the one at t, and false
-// when there is none before the end of the run. It draws from rng exactly
-// as the simulator draws for the same client, so the lab's arrivals are
-// the simulated run's.
+// when there is none before the end of the run: the simulator's own
+// arrival process (sim.Arrivals.NextArrival) with the run's load triggers,
+// drawing from rng, so the lab's arrivals are the simulated run's.
 func (g *loadgen) next(t time.Duration, rng *engine.Rand) (time.Duration, bool) {
-	r := g.rate(t)
-	if r <= 0 {
-		// Nothing arrives now: the simulator's next arrival is at the
-		// next schedule point.
-		return g.nextPoint(t)
-	}
-	gap := 1 / r
-	if g.cfg.Arrivals.Kind == "poisson" {
-		gap = rng.ExpFloat64() / r
-	}
-	n := t + time.Duration(gap*1e9)
-	return n, n < g.cfg.Duration
-}
-
-// rate is the client's arrival rate at offset t, per second, as the
-// simulator computes it: the schedule (stepped or ramped) times the
-// active load triggers.
-func (g *loadgen) rate(t time.Duration) float64 {
-	a := &g.cfg.Arrivals
-	r := a.Rate
-	prevT, prevR := time.Duration(0), a.Rate
-	for _, p := range a.Schedule {
-		if t < p.At {
-			if p.Ramp && p.At > prevT {
-				f := float64(t-prevT) / float64(p.At-prevT)
-				r = prevR + f*(p.Rate-prevR)
-			} else {
-				r = prevR
-			}
-			break
-		}
-		prevT, prevR, r = p.At, p.Rate, p.Rate
-	}
-	for _, w := range g.cfg.Triggers {
-		if w.Kind == "load" && w.active(t) {
-			r *= w.Factor
-		}
-	}
-	return r
-}
-
-// nextPoint returns the first schedule point after t (load triggers
-// multiply the rate by a factor > 0, so they never start arrivals).
-func (g *loadgen) nextPoint(t time.Duration) (time.Duration, bool) {
-	for _, p := range g.cfg.Arrivals.Schedule {
-		if p.At > t {
-			return p.At, p.At < g.cfg.Duration
-		}
-	}
-	return 0, false
+	n, ok := g.cfg.Arrivals.NextArrival(t, g.loads, rng)
+	return n, ok && n < g.cfg.Duration
 }
 
 // request sends one request, due at at, with the client's policy and

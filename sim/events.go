@@ -116,28 +116,13 @@ func (c *client) rate(t engine.Time) float64 {
 	return r * c.load
 }
 
-// scheduleArrival schedules a client's next open-loop arrival.
+// scheduleArrival schedules a client's next open-loop arrival
+// (Arrivals.NextArrival).
 func (w *world) scheduleArrival(ci int32) {
 	c := &w.clients[ci]
-	now := w.now()
-	r := c.rate(now)
-	if r <= 0 {
-		// Nothing arrives now: look again at the next schedule point.
-		for _, p := range c.spec.Arrivals.Schedule {
-			if engine.Time(p.At) > now {
-				w.eng.At(engine.Time(p.At), engine.Event{Kind: evArrive, Target: uint32(ci)})
-				return
-			}
-		}
-		return
-	}
-	gap := 1 / r
-	if c.spec.Arrivals.Kind == "poisson" {
-		gap = c.rng.ExpFloat64() / r
-	}
-	d := time.Duration(gap * 1e9)
-	if next := now.Add(d); next < w.end {
-		w.eng.At(next, engine.Event{Kind: evArrive, Target: uint32(ci)})
+	next, ok := c.spec.Arrivals.NextArrival(time.Duration(w.now()), w.sc.Triggers, &c.rng)
+	if ok && engine.Time(next) < w.end {
+		w.eng.At(engine.Time(next), engine.Event{Kind: evArrive, Target: uint32(ci)})
 	}
 }
 
@@ -522,6 +507,8 @@ func (w *world) trigger(ti int, on bool) {
 		}
 		w.psRescheduleAll(v)
 	case "load":
+		// The arrivals follow the load factor by themselves
+		// (Arrivals.NextArrival); c.load is the rate as rate() reports it.
 		for i := range w.clients {
 			if on {
 				w.clients[i].load *= t.Factor
