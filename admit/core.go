@@ -126,7 +126,10 @@ func (c *Core[T]) CheckAt(now time.Time, r Request, ctxDeadline time.Time) (e En
 	if !ctxDeadline.IsZero() && ctxDeadline.Before(dl) {
 		dl = ctxDeadline
 	}
-	if !now.Before(dl.Add(-c.minRemaining)) {
+	// dl − now ≤ MinRemaining, as !now.Before(dl.Add(−MinRemaining)) with
+	// one Time operation instead of two (dl is at most now + budget, so the
+	// difference cannot saturate high; saturating low it is expired too).
+	if dl.Sub(now) <= c.minRemaining {
 		c.c.expired.Add(1)
 		return Entry{}, Decision{Answer: Expired}, false
 	}

@@ -136,7 +136,12 @@ func (g *Gate) admit(ctx context.Context, now time.Time, r Request) (t Ticket, d
 	// grants), with the queue's length read without the lock.
 	if g.waiting.Load() == 0 {
 		if p, ok := g.core.lim.AcquireAt(now); ok {
-			return g.admitted(Ticket{g: g, permit: p, deadline: dl, attempt: attempt, crit: crit}, 0)
+			// admitted's work, with the ticket built once, in the result.
+			g.core.Admitted()
+			if g.onWait != nil {
+				g.onWait(0)
+			}
+			return Ticket{g: g, permit: p, deadline: dl, attempt: attempt, crit: crit}, Decision{}
 		}
 	}
 	wt := g.waiters.Get().(*waiter)

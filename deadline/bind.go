@@ -18,25 +18,31 @@ import (
 // It behaves as context.WithDeadline(parent, dl) with the two values, and
 // derived contexts, context.AfterFunc and context.Cause work with it as with
 // the standard ones, but it costs less, which matters on a server's hot
-// path: one allocation instead of four, and no timer until something waits
-// on its Done channel (or registers with context.AfterFunc, as deriving a
-// cancelable context does). A handler that never waits on its context, which
-// is most of them, never starts a timer; Err still reports an expired
-// deadline, by reading the clock while no timer runs.
+// path: two allocations (the context and its cancel function) instead of
+// four, and no timer until something waits on its Done channel (or
+// registers with context.AfterFunc, as deriving a cancelable context does).
+// A handler that never waits on its context, which is most of them, never
+// starts a timer; Err still reports an expired deadline, by reading the
+// clock while no timer runs. A server that keeps per-request state of its
+// own can make it one allocation with the context: embed a [Bound].
 //
 // Call cancel as soon as the request ends, as with context.WithDeadline;
 // it releases the timer, if one was started, and the registration with
 // parent.
 func Bind(parent context.Context, dl time.Time, n int, c wire.Criticality) (ctx context.Context, cancel context.CancelFunc) {
-	if pdl, ok := parent.Deadline(); ok && pdl.Before(dl) {
-		dl = pdl
-	}
-	b := &bound{parent: parent, deadline: dl, attempt: min(max(n, 1), wire.MaxAttempt), crit: c}
-	return b, b.cancel
+	b := new(Bound)
+	b.Init(parent, dl, n, c)
+	return b, b.Cancel
 }
 
-// bound is the context Bind returns.
-type bound struct {
+// Bound is the context [Bind] returns, as a type: a server's shell embeds
+// one in the struct it allocates for each request anyway (its response
+// writer's wrapper, say), initialises it with [Bound.Init], hands &b to the
+// handler as its context and calls [Bound.Cancel] when the request ends.
+// The context then costs no allocation of its own, and neither does its
+// cancel function. *Bound is a context.Context; the zero Bound is not,
+// until Init. A Bound must not be copied after Init.
+type Bound struct {
 	parent   context.Context
 	deadline time.Time
 	attempt  int
@@ -50,15 +56,26 @@ type bound struct {
 	funcs      map[*afterFunc]struct{}
 }
 
-// afterFunc is a function registered with bound.AfterFunc; its address
+// Init makes b the context Bind(parent, dl, n, c) would return. Call it
+// once, before b is shared; then call b.Cancel when the request ends, as
+// Bind's cancel.
+func (b *Bound) Init(parent context.Context, dl time.Time, n int, c wire.Criticality) {
+	if pdl, ok := parent.Deadline(); ok && pdl.Before(dl) {
+		dl = pdl
+	}
+	b.parent, b.deadline, b.attempt, b.crit = parent, dl, min(max(n, 1), wire.MaxAttempt), c
+}
+
+// afterFunc is a function registered with Bound.AfterFunc; its address
 // identifies it for stop.
 type afterFunc struct{ f func() }
 
-func (b *bound) Deadline() (time.Time, bool) { return b.deadline, true }
+// Deadline returns the context's deadline: always set.
+func (b *Bound) Deadline() (time.Time, bool) { return b.deadline, true }
 
 // Done returns a channel closed when the context ends, starting the timer
 // and the watch on parent the first time.
-func (b *bound) Done() <-chan struct{} {
+func (b *Bound) Done() <-chan struct{} {
 	b.mu.Lock()
 	if b.done == nil {
 		b.arm()
@@ -71,7 +88,7 @@ func (b *bound) Done() <-chan struct{} {
 // arm creates done and, if the context is still live, starts the timer for
 // the deadline and watches parent; otherwise done is closed at once. b.mu
 // must be held and b.done be nil.
-func (b *bound) arm() {
+func (b *Bound) arm() {
 	b.done = make(chan struct{})
 	if b.err == nil {
 		b.err = b.check()
@@ -86,7 +103,7 @@ func (b *bound) arm() {
 
 // check reports, while no timer runs, whether the context has ended: the
 // parent's error, or DeadlineExceeded once the deadline has passed.
-func (b *bound) check() error {
+func (b *Bound) check() error {
 	if err := b.parent.Err(); err != nil {
 		return err
 	}
@@ -96,7 +113,8 @@ func (b *bound) check() error {
 	return nil
 }
 
-func (b *bound) Err() error {
+// Err returns nil while the context is live, then why it ended.
+func (b *Bound) Err() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.err == nil && b.done == nil {
@@ -105,7 +123,9 @@ func (b *bound) Err() error {
 	return b.err
 }
 
-func (b *bound) Value(key any) any {
+// Value returns the attempt number and the criticality for this package's
+// accessors, and the parent's values otherwise.
+func (b *Bound) Value(key any) any {
 	switch key.(type) {
 	case attemptKey:
 		return b.attempt
@@ -131,7 +151,7 @@ func (b *bound) Value(key any) any {
 // function that unregisters it, reporting whether it did so before f was
 // called. The context package uses it to propagate cancellation to derived
 // contexts without a goroutine, and context.AfterFunc goes through it.
-func (b *bound) AfterFunc(f func()) (stop func() bool) {
+func (b *Bound) AfterFunc(f func()) (stop func() bool) {
 	b.mu.Lock()
 	if b.done == nil {
 		b.arm()
@@ -160,7 +180,7 @@ func (b *bound) AfterFunc(f func()) (stop func() bool) {
 // timer and the watch on parent, and calls the registered functions (after
 // releasing the lock; the context package's own start goroutines where its
 // contract asks for them).
-func (b *bound) end(err error) {
+func (b *Bound) end(err error) {
 	b.mu.Lock()
 	if b.err != nil && (b.done == nil || b.timer == nil) {
 		// Already ended, and nothing was started that needs stopping.
@@ -187,9 +207,12 @@ func (b *bound) end(err error) {
 	}
 }
 
-func (b *bound) cancel() { b.end(context.Canceled) }
+// Cancel ends the context with context.Canceled, if it is live, and
+// releases its timer and its registration with parent: Bind's cancel.
+func (b *Bound) Cancel() { b.end(context.Canceled) }
 
-func (b *bound) String() string {
+// String names the context, as the context package's contexts do.
+func (b *Bound) String() string {
 	return "deadline.Bind(" + contextName(b.parent) + ", " + b.deadline.String() + ")"
 }
 

@@ -25,6 +25,19 @@ func waitDone(ctx context.Context) bool {
 func TestBindValues(t *testing.T) {
 	parent := context.WithValue(context.Background(), struct{}{}, "kept")
 	dl := time.Now().Add(time.Hour)
+	for _, bd := range binders {
+		ctx, cancel := bd.bind(parent, dl, 3, wire.SheddablePlus)
+		defer cancel()
+		if got, ok := ctx.Deadline(); !ok || !got.Equal(dl) {
+			t.Errorf("%s: Deadline = %v, %v; want %v, true", bd.name, got, ok, dl)
+		}
+		if n, c := deadline.Attempt(ctx), deadline.Criticality(ctx); n != 3 || c != wire.SheddablePlus {
+			t.Errorf("%s: Attempt, Criticality = %d, %v; want 3, sheddable-plus", bd.name, n, c)
+		}
+		if v := ctx.Value(struct{}{}); v != "kept" {
+			t.Errorf("%s: parent's value = %v; want kept", bd.name, v)
+		}
+	}
 	ctx, cancel := deadline.Bind(parent, dl, 3, wire.SheddablePlus)
 	defer cancel()
 	if got, ok := ctx.Deadline(); !ok || !got.Equal(dl) {
@@ -55,9 +68,33 @@ func TestBindValues(t *testing.T) {
 	}
 }
 
+// binders are the two ways to make the context: Bind, and a Bound embedded
+// in a caller's own struct, as a server's shell does.
+var binders = []struct {
+	name string
+	bind func(parent context.Context, dl time.Time, n int, c wire.Criticality) (context.Context, context.CancelFunc)
+}{
+	{"Bind", deadline.Bind},
+	{"Bound", func(parent context.Context, dl time.Time, n int, c wire.Criticality) (context.Context, context.CancelFunc) {
+		x := new(struct {
+			before int
+			ctx    deadline.Bound
+		})
+		x.ctx.Init(parent, dl, n, c)
+		return &x.ctx, x.ctx.Cancel
+	}},
+}
+
 // The ways a bound context ends, each observed with Done armed (a timer
-// runs) and without (Err looks at the clock and the parent).
+// runs) and without (Err looks at the clock and the parent), for both ways
+// of making it.
 func TestBindEnds(t *testing.T) {
+	for _, bd := range binders {
+		t.Run(bd.name, func(t *testing.T) { testBindEnds(t, bd.bind) })
+	}
+}
+
+func testBindEnds(t *testing.T, bind func(context.Context, time.Time, int, wire.Criticality) (context.Context, context.CancelFunc)) {
 	leakcheck.Check(t)
 	tests := []struct {
 		name    string
@@ -73,7 +110,7 @@ func TestBindEnds(t *testing.T) {
 	for _, tt := range tests {
 		for _, armed := range []bool{true, false} {
 			parent, pcancel := context.WithCancel(context.Background())
-			ctx, cancel := deadline.Bind(parent, time.Now().Add(tt.timeout), 1, wire.Critical)
+			ctx, cancel := bind(parent, time.Now().Add(tt.timeout), 1, wire.Critical)
 			if armed {
 				_ = ctx.Done()
 			}
@@ -208,5 +245,29 @@ func TestBindAllocs(t *testing.T) {
 	// The context and its cancel function; no timer.
 	if n > 2 {
 		t.Errorf("%v allocations per Bind; want at most 2", n)
+	}
+}
+
+// A Bound embedded in the caller's struct costs no allocation of its own,
+// nor does its cancel function (a method call, not a method value).
+func TestBoundAllocs(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage changes allocation counts")
+	}
+	type exchange struct {
+		ctx deadline.Bound
+		n   int
+	}
+	dl := time.Now().Add(time.Hour)
+	n := testing.AllocsPerRun(100, func() {
+		x := new(exchange)
+		x.ctx.Init(context.Background(), dl, 1, wire.Critical)
+		_ = deadline.Attempt(&x.ctx)
+		_ = x.ctx.Err()
+		x.ctx.Cancel()
+	})
+	// The exchange, which holds the context; no timer.
+	if n != 1 {
+		t.Errorf("%v allocations per embedded Bound; want 1", n)
 	}
 }

@@ -259,8 +259,13 @@ func (c ServerConfig) Validate() error { return c.gate().Validate() }
 //
 // Concurrency: see [admit.Gate]. No goroutine is started per request, and
 // no callback (ServiceSaturated, ThrottleClient, OnQueueWait, the handler)
-// runs under a lock. A Server is safe for concurrent use, and one Server
-// may wrap several handlers, which then share its limit and queue.
+// runs under a lock. A request served costs two allocations, its context
+// (which also records the status) and net/http's copy of the
+// *http.Request that carries it, and two readings of the monotonic clock,
+// on arrival and when its handler returns; one refused on arrival (shed,
+// expired, throttled), without an Idempotency-Key, allocates nothing. A
+// Server is safe for concurrent use, and one Server may wrap several
+// handlers, which then share its limit and queue.
 type Server struct {
 	gate       *admit.Gate
 	throttle   func(*http.Request) bool
@@ -270,6 +275,7 @@ type Server struct {
 	supersede  bool
 	scope      func(*http.Request) string
 	maxReplay  int
+	clock      clock // the time of arrivals
 }
 
 // NewServer validates cfg, fills its defaults and builds a Server over a

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/wire"
 )
 
@@ -26,12 +27,13 @@ func (g *guarded) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.supersede {
 		req.Key, req.KeyScope = keyOf(r, s.scope)
 	}
-	t, d := s.gate.Admit(r.Context(), time.Now(), req)
+	now := s.clock.now()
+	t, d := s.gate.Admit(r.Context(), now, req)
 	if !d.Admitted() {
 		s.refuse(w, d)
 		return
 	}
-	serve(g.next, w, r, t, s.maxReplay)
+	serve(g.next, w, r, t, now, s.maxReplay)
 }
 
 // requestOf reads a request's signals from its headers: the attempt number
@@ -54,14 +56,28 @@ func requestOf(h http.Header) admit.Request {
 	return req
 }
 
+// exchange is what the middleware allocates for a request it serves: the
+// handler's context and the wrapper of its response writer, in one
+// allocation. (The handler's *http.Request is the other: net/http copies it
+// to carry a new context.)
+type exchange struct {
+	ctx deadline.Bound
+	w   statusWriter
+}
+
 // serve runs the handler under the request's deadline and signals, then
 // releases its ticket with the handler's outcome and, if others may join
 // it, a replayable copy of its response of at most maxReplay bytes.
-func serve(next http.Handler, w http.ResponseWriter, r *http.Request, t admit.Ticket, maxReplay int) {
-	// Bind is context.WithDeadline with the two values, in one allocation
-	// and without a timer unless the handler waits on the context.
-	ctx, cancel := t.Bind(r.Context())
-	rw := &statusWriter{ResponseWriter: w}
+// arrived is the time the request was admitted at, a reading with a
+// monotonic clock: the release is timed from it with one reading of that
+// clock.
+func serve(next http.Handler, w http.ResponseWriter, r *http.Request, t admit.Ticket, arrived time.Time, maxReplay int) {
+	// The context is Ticket.Bind's (deadline.Bind: context.WithDeadline
+	// with the two values, without a timer unless the handler waits on
+	// it), made in the exchange's allocation.
+	x := &exchange{w: statusWriter{ResponseWriter: w}}
+	x.ctx.Init(r.Context(), t.Deadline(), t.Attempt(), t.Criticality())
+	rw := &x.w
 	if t.Joinable() {
 		rw.rec = &recording{max: maxReplay}
 	}
@@ -70,15 +86,15 @@ func serve(next http.Handler, w http.ResponseWriter, r *http.Request, t admit.Ti
 		o := handlerOutcome(rw, !returned)
 		if rw.rec != nil && returned {
 			if rp := rw.rec.result(rw); rp != nil {
-				t.ReleaseWith(r.Context(), time.Now(), o, rp)
-				cancel()
+				t.ReleaseWith(r.Context(), since(arrived), o, rp)
+				x.ctx.Cancel()
 				return
 			}
 		}
-		t.Release(r.Context(), time.Now(), o)
-		cancel()
+		t.Release(r.Context(), since(arrived), o)
+		x.ctx.Cancel()
 	}()
-	next.ServeHTTP(rw, r.WithContext(ctx))
+	next.ServeHTTP(rw, r.WithContext(&x.ctx))
 	returned = true
 }
 
