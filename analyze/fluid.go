@@ -63,6 +63,11 @@ type Params struct {
 	// nil: fixed workers, whose state is the queue.
 	Law     *sim.CapacityLaw `json:"capacity_law,omitempty"`
 	Workers int              `json:"workers,omitempty"`
+	// ErrorRate e: an attempt the service answers in time fails anyway
+	// with this probability (the simulator's error_rate: a transient error
+	// the caller retries), so an attempt fails with probability
+	// f + (1 − f) e, f the timeout fraction [0].
+	ErrorRate float64 `json:"error_rate,omitempty"`
 }
 
 // FluidBudget is a retry budget in the fluid model: retries per second ≤
@@ -150,6 +155,9 @@ func (p Params) Validate() error {
 	if p.Replicas < 0 || p.Replicas > 10_000 {
 		bad("replicas %d is outside [1, 10000]", p.Replicas)
 	}
+	if !(p.ErrorRate >= 0 && p.ErrorRate <= 1) {
+		bad("error rate %v is outside [0, 1]", p.ErrorRate)
+	}
 	if !(p.HitRate >= 0 && p.HitRate < 1) {
 		bad("hit rate %v is outside [0, 1)", p.HitRate)
 	}
@@ -193,6 +201,10 @@ func (p Params) TimeoutFraction(q float64) float64 {
 	p = p.withDefaults()
 	return p.timeoutFraction(q)
 }
+
+// failed is the probability that an attempt fails when a fraction f of
+// them time out: f, or answered in time with an error (ErrorRate).
+func (p Params) failed(f float64) float64 { return f + (1-f)*p.ErrorRate }
 
 func (p Params) timeoutFraction(q float64) float64 {
 	mu := p.mu(q)
@@ -267,7 +279,7 @@ type Equilibrium struct {
 // equilibrium fills in the figures of a fixed point at queue q.
 func (p Params) equilibrium(lambda, q, offered, shed float64, stable bool) Equilibrium {
 	f := p.timeoutFraction(q)
-	fail := shed + (1-shed)*f
+	fail := shed + (1-shed)*p.failed(f)
 	e := Equilibrium{Queue: q, Stable: stable, Offered: offered, TimedOut: f, Shed: shed, Failed: fail,
 		Goodput: offered * (1 - fail)}
 	e.Healthy = e.Goodput >= 0.9*lambda
@@ -280,7 +292,7 @@ func (p Params) equilibrium(lambda, q, offered, shed float64, stable bool) Equil
 // full at load lambda (see capState).
 func (p Params) atCap(lambda float64) (offered, shed float64) {
 	Q := p.QueueCap
-	return p.capState(lambda, p.mu(Q), p.Capacity*p.ServiceTime.Seconds(), p.timeoutFraction(Q))
+	return p.capState(lambda, p.mu(Q), p.Capacity*p.ServiceTime.Seconds(), p.failed(p.timeoutFraction(Q)))
 }
 
 // capState returns the offered load and the shed fraction when the queue
@@ -372,12 +384,12 @@ func (p Params) whole(eq []Equilibrium, lambda float64) []Equilibrium {
 func (p Params) equilibria(lambda float64) []Equilibrium {
 	Q := p.QueueCap
 	drift := func(q float64) float64 {
-		return lambda*p.amplification(lambda, p.timeoutFraction(q)) - p.mu(q)
+		return lambda*p.amplification(lambda, p.failed(p.timeoutFraction(q))) - p.mu(q)
 	}
 	var out []Equilibrium
 	low, high := drift(0) < 0, drift(Q) >= 0
 	if low {
-		off := lambda * p.amplification(lambda, p.timeoutFraction(0))
+		off := lambda * p.amplification(lambda, p.failed(p.timeoutFraction(0)))
 		out = append(out, p.equilibrium(lambda, 0, off, 0, true))
 	}
 	if low && high && Q > 0 {
@@ -441,8 +453,8 @@ func StaticThresholds(p Params) (Thresholds, error) {
 	} else {
 		Q := one.QueueCap
 		th = Thresholds{
-			Collapse: one.loadFor(one.mu(0), one.timeoutFraction(0)),
-			Recovery: one.loadFor(one.mu(Q), one.timeoutFraction(Q)),
+			Collapse: one.loadFor(one.mu(0), one.failed(one.timeoutFraction(0))),
+			Recovery: one.loadFor(one.mu(Q), one.failed(one.timeoutFraction(Q))),
 		}
 	}
 	th.Collapse /= p.share()

@@ -155,7 +155,7 @@ func (m *lawModel) timeoutFraction(n float64) float64 {
 }
 
 func (m *lawModel) drift(lambda, n float64) float64 {
-	return lambda*m.p.amplification(lambda, m.timeoutFraction(n)) - m.throughput(n)
+	return lambda*m.p.amplification(lambda, m.p.failed(m.timeoutFraction(n))) - m.throughput(n)
 }
 
 // servers is what does failure work: the cores under processor sharing,
@@ -171,9 +171,10 @@ func (m *lawModel) servers() float64 {
 // queue).
 func (m *lawModel) at(lambda, n float64, stable bool) Equilibrium {
 	f := m.timeoutFraction(n)
-	off := lambda * m.p.amplification(lambda, f)
+	fail := m.p.failed(f)
+	off := lambda * m.p.amplification(lambda, fail)
 	e := Equilibrium{Queue: max(0, n-m.w), InService: min(n, m.w), Stable: stable, Offered: off,
-		TimedOut: f, Failed: f, Goodput: off * (1 - f), Collapsed: stable && f >= 0.5}
+		TimedOut: f, Failed: fail, Goodput: off * (1 - fail), Collapsed: stable && f >= 0.5}
 	e.Healthy = e.Goodput >= 0.9*lambda
 	e.Latency = time.Duration((m.latency(n) + m.p.RoundTrip.Seconds()) * float64(time.Second))
 	return e
@@ -182,8 +183,8 @@ func (m *lawModel) at(lambda, n float64, stable bool) Equilibrium {
 // full returns the collapsed equilibrium at the full queue.
 func (m *lawModel) full(lambda float64) Equilibrium {
 	f := m.timeoutFraction(m.top)
-	off, shed := m.p.capState(lambda, m.throughput(m.top), m.servers(), f)
-	fail := shed + (1-shed)*f
+	off, shed := m.p.capState(lambda, m.throughput(m.top), m.servers(), m.p.failed(f))
+	fail := shed + (1-shed)*m.p.failed(f)
 	e := Equilibrium{Queue: m.top - m.w, InService: m.w, Stable: true, Offered: off, TimedOut: f, Shed: shed,
 		Failed: fail, Goodput: off * (1 - fail), Collapsed: true}
 	e.Healthy = e.Goodput >= 0.9*lambda
@@ -284,7 +285,7 @@ func (m *lawModel) stepper(dt float64) func(lambda float64) rampStep {
 	return func(lambda float64) rampStep {
 		var st rampStep
 		for range pieces {
-			f := m.timeoutFraction(n)
+			f := m.p.failed(m.timeoutFraction(n))
 			st = rampStep{offered: lambda * m.p.amplification(lambda, f), fail: f}
 			d := st.offered - m.throughput(n)
 			if n >= m.top && d >= 0 {

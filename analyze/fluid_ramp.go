@@ -150,7 +150,7 @@ func (p Params) stepper(dt float64) func(lambda float64) rampStep {
 	Q := p.QueueCap
 	q := 0.0
 	return func(lambda float64) rampStep {
-		f := p.timeoutFraction(q)
+		f := p.failed(p.timeoutFraction(q))
 		st := rampStep{offered: lambda * p.amplification(lambda, f), fail: f}
 		drift := st.offered - p.mu(q)
 		switch {

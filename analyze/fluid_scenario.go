@@ -63,6 +63,7 @@ func (g *graph) fluidParams(c int) (Params, error) {
 		Attempts:    e.attempts(),
 		QueueCap:    float64(v.Queue.Capacity * reps),
 		RefuseCost:  v.FailureCost.Refuse,
+		ErrorRate:   v.ErrorRate,
 	}
 	if reps > 1 {
 		p.Replicas = reps
@@ -102,7 +103,7 @@ func outsideFluid(v sim.Service, timeout, st time.Duration) string {
 	case v.Cache != nil && mean(v.Cache.Latency) >= timeout:
 		return "its cache answers no sooner than the timeout"
 	case v.FailureCost.Error > 0 && v.ErrorRate > 0:
-		return "its error answers cost work (failure_cost.error), and the fluid model has no error answers"
+		return "its error answers cost work (failure_cost.error), which the fluid model's capacity leaves out"
 	case v.FailureCost.Refuse >= st:
 		return fmt.Sprintf("a refusal costs %v, no less than serving an attempt (%v): the fluid model needs refusals cheaper than service", v.FailureCost.Refuse, st)
 	}
