@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/shed"
@@ -464,7 +465,10 @@ func attemptOf(md metadata.MD) int {
 // the handler returned, what kept returns: the answer to replay to the
 // calls that joined it.
 func serve(ctx context.Context, run func(context.Context) error, t admit.Ticket, setTrailer func(metadata.MD), kept func(error) any) (err error) {
-	hctx, cancel := t.Bind(ctx)
+	// The handler's context: one allocation, cancelled by a method call
+	// (Ticket.Bind would add its cancel func's).
+	hctx := new(deadline.Bound)
+	hctx.Init(ctx, t.Deadline(), t.Attempt(), t.Criticality())
 	returned := false
 	defer func() {
 		var result any
@@ -472,7 +476,7 @@ func serve(ctx context.Context, run func(context.Context) error, t admit.Ticket,
 			result = kept(err)
 		}
 		t.ReleaseWith(ctx, time.Now(), handlerOutcome(err, !returned), result)
-		cancel()
+		hctx.Cancel()
 	}()
 	err = run(hctx)
 	returned = true

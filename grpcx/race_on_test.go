@@ -1,0 +1,5 @@
+//go:build race
+
+package grpcx
+
+const raceEnabled = true
