@@ -2,7 +2,10 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -121,4 +124,70 @@ func TestRunJudgedStopsOnlyWhenSettled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunJudgedAgreesOnRandomScenarios: over random two-tier scenarios
+// (loads, outages, attempts, timeouts, service times, queue disciplines and
+// bounds, fallbacks), a run that RunJudged stops early is one whose whole
+// run ends metastable, and a run it does not stop gives RunWithin's very
+// Result. Some of the scenarios must stop, or the test proves nothing.
+func TestRunJudgedAgreesOnRandomScenarios(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	n := 150
+	if testing.Short() {
+		n = 30
+	}
+	stopped := 0
+	for i := range n {
+		dbWorkers := 1 + rng.IntN(4)
+		st := time.Duration(20+rng.IntN(60)) * time.Millisecond
+		capacity := float64(dbWorkers) / st.Seconds()
+		rate := capacity * (0.4 + 0.55*rng.Float64())
+		attempts := 2 + rng.IntN(3)
+		queue := pick("", "", "queue: {capacity: 200}", "queue: {discipline: lifo}")
+		fallback := pick("", "", "on_call_failure: fallback")
+		y := fmt.Sprintf(`
+name: r%d
+duration: %ds
+seed: %d
+clients:
+  - {name: app, target: front, arrivals: {kind: %s, rate: %.1f}, policy: {preset: naive, max_attempts: %d}, timeout: %dms}
+services:
+  - {name: front, workers: 1000, service_time: {kind: constant, mean: 1ms}, calls: [{service: db, policy: {preset: naive, max_attempts: 1}, timeout: %dms}], %s}
+  - {name: db, workers: %d, service_time: {kind: %s, mean: %dms}, %s}
+triggers:
+  - {kind: outage, target: db, at: 10s, duration: %dms, mode: hold}
+`, i, 60+rng.IntN(60), rng.IntN(1000), pick("poisson", "constant"), rate, attempts, 3000,
+			500+rng.IntN(1000), fallback, dbWorkers, pick("constant", "constant", "uniform", "exponential"), st.Milliseconds(), queue,
+			rng.IntN(10000))
+		y = strings.ReplaceAll(y, ", }", "}")
+		y = strings.ReplaceAll(y, "kind: uniform, mean: ", "kind: uniform, min: 1ms, max: ")
+		f, err := Parse("random.yaml", []byte(y))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, y)
+		}
+		s := f.Runs[0].Scenario
+		full, err := RunWithin(context.Background(), s, "r", nil, DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		judged, err := RunJudged(context.Background(), s, "r", DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case judged.StoppedS != nil:
+			stopped++
+			if full.Verdict != "metastable" {
+				t.Errorf("scenario %d stopped at %v s as settled, but the whole run is %s (%s)\n%s", i, *judged.StoppedS, full.Verdict, full.Why, y)
+			}
+		case !reflect.DeepEqual(judged, full):
+			t.Errorf("scenario %d: not stopped, yet its result differs from RunWithin's\n%s", i, y)
+		}
+	}
+	if stopped == 0 {
+		t.Errorf("none of %d random scenarios stopped early: the test checks nothing", n)
+	}
+	t.Logf("%d of %d random scenarios stopped early", stopped, n)
 }
