@@ -617,7 +617,11 @@ func printSweep(w io.Writer, res sweep.Result, took time.Duration) {
 	for i, r := range res.Runs {
 		sums[i] = report.SummarizeSweep(r)
 	}
-	head := fmt.Sprintf("%s: %d %s swept, %d simulations, %.1f h of virtual time", res.Scenario, len(res.Runs), sweepRunsWord(len(res.Runs)), res.Simulations, res.VirtualS/3600)
+	sims := "simulations"
+	if res.Simulations == 1 {
+		sims = "simulation"
+	}
+	head := fmt.Sprintf("%s: %d %s swept, %d %s, %.1f h of virtual time", res.Scenario, len(res.Runs), sweepRunsWord(len(res.Runs)), res.Simulations, sims, res.VirtualS/3600)
 	if took >= 0 {
 		head += fmt.Sprintf(" (took %.1f s)", took.Seconds())
 	}
