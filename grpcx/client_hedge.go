@@ -65,23 +65,14 @@ func (cl *client) hedge(ctx context.Context, now, dl time.Time, base metadata.MD
 		}
 	}()
 	for !d.Done {
-		var tc <-chan time.Time
-		if next, ok := h.Next(); ok {
-			wait := time.Until(next)
-			if wait <= 0 {
-				var n int
-				n, d = r.HedgeAt(time.Now(), &h)
-				if n > 0 {
-					launch(n)
-				}
-				continue
+		tc, due := nextHedge(&h, &timer)
+		if due {
+			var n int
+			n, d = r.HedgeAt(time.Now(), &h)
+			if n > 0 {
+				launch(n)
 			}
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			tc = timer.C
+			continue
 		}
 		select {
 		case res := <-results:
@@ -102,13 +93,8 @@ func (cl *client) hedge(ctx context.Context, now, dl time.Time, base metadata.MD
 			}
 		case <-tc:
 		case <-done:
-			// The attempts in flight end with the context and report;
-			// with none in flight, the wait for a pushback ends here.
 			done = nil
-			if h.InFlight() == 0 {
-				d = r.HedgeStopAt(time.Now(), &h, retry.ErrCanceled)
-				last = fmt.Errorf("%w, while waiting to hedge after: %w", contextStatus(ctx.Err()), last)
-			}
+			d, last = canceledWaiting(r, &h, ctx, d, last)
 		}
 	}
 	if k := h.InFlight(); k > 0 {
@@ -209,4 +195,35 @@ func otherRunning(h *retry.Hedge, n int) bool {
 		}
 	}
 	return false
+}
+
+// nextHedge says when the call's next hedge is due: now (due), or when the
+// returned channel fires, from *timer (made or reset here); a nil channel
+// and false when no hedge is planned.
+func nextHedge(h *retry.Hedge, timer **time.Timer) (tc <-chan time.Time, due bool) {
+	next, ok := h.Next()
+	if !ok {
+		return nil, false
+	}
+	wait := time.Until(next)
+	if wait <= 0 {
+		return nil, true
+	}
+	if *timer == nil {
+		*timer = time.NewTimer(wait)
+	} else {
+		(*timer).Reset(wait)
+	}
+	return (*timer).C, false
+}
+
+// canceledWaiting is what a hedged call's context ending does: the
+// attempts in flight end with it and report; with none in flight, the
+// wait for a pushback ends here and the call gives up canceled.
+func canceledWaiting(r *retry.Retrier, h *retry.Hedge, ctx context.Context, d retry.HedgeDecision, last error) (retry.HedgeDecision, error) {
+	if h.InFlight() > 0 {
+		return d, last
+	}
+	return r.HedgeStopAt(time.Now(), h, retry.ErrCanceled),
+		fmt.Errorf("%w, while waiting to hedge after: %w", contextStatus(ctx.Err()), last)
 }

@@ -2,7 +2,6 @@ package grpcx
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -152,23 +151,14 @@ func (s *hedgedStream) loop() {
 		overflow = s.overflow
 	)
 	for !d.Done {
-		var tc <-chan time.Time
-		if next, ok := h.Next(); ok {
-			wait := time.Until(next)
-			if wait <= 0 {
-				var n int
-				n, d = r.HedgeAt(time.Now(), h)
-				if n > 0 {
-					go s.run(s.attempt(n))
-				}
-				continue
+		tc, due := nextHedge(h, &timer)
+		if due {
+			var n int
+			n, d = r.HedgeAt(time.Now(), h)
+			if n > 0 {
+				go s.run(s.attempt(n))
 			}
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			tc = timer.C
+			continue
 		}
 		select {
 		case ev := <-s.events:
@@ -196,13 +186,8 @@ func (s *hedgedStream) loop() {
 			d = r.HedgeStopAt(time.Now(), h, retry.ErrNotRetryable)
 		case <-tc:
 		case <-done:
-			// The attempts in flight end with the context and report;
-			// with none in flight, the wait for a pushback ends here.
 			done = nil
-			if h.InFlight() == 0 {
-				d = r.HedgeStopAt(time.Now(), h, retry.ErrCanceled)
-				last = fmt.Errorf("%w, while waiting to hedge after: %w", contextStatus(s.ctx.Err()), last)
-			}
+			d, last = canceledWaiting(r, h, s.ctx, d, last)
 		}
 	}
 	if timer != nil {

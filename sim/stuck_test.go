@@ -10,25 +10,11 @@ import (
 	"time"
 )
 
-// stuckYAML: naive clients (3 attempts, no backoff, 1 s timeout) at 60 % of
-// a database's capacity with an unbounded FIFO queue; a 5 s outage starts
-// a storm of 3 attempts per request, which the queue keeps: metastable.
-const stuckYAML = `
-name: stuck
-duration: 150s
-clients:
-  - name: app
-    target: db
-    arrivals: {kind: poisson, rate: 30}
-    policy: naive
-    timeout: 1s
-services:
-  - name: db
-    workers: 2
-    service_time: {kind: constant, mean: 40ms}
-triggers:
-  - {kind: outage, target: db, at: 20s, duration: 5s, mode: hold}
-`
+// stuckFile: naive clients (3 attempts, no backoff, 1 s timeout) at 60 %
+// of a database's capacity with an unbounded FIFO queue; a 5 s outage
+// starts a storm of 3 attempts per request, which the queue keeps:
+// metastable. sweep's TestJudgedSearchesMatchWholeRuns reads it too.
+const stuckFile = "testdata/stuck.yaml"
 
 // TestRunJudgedStopsOnlyWhenSettled: RunJudged stops a run whose
 // database queue can no longer drain before the end, with the verdict the
@@ -36,7 +22,7 @@ triggers:
 // every run in which something could still drain the queue or answer
 // without it.
 func TestRunJudgedStopsOnlyWhenSettled(t *testing.T) {
-	base, err := Parse("stuck.yaml", []byte(stuckYAML))
+	base, err := Load(stuckFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,32 +8,13 @@ import (
 	"github.com/stormguard/stormguard/sim"
 )
 
-// judgedYAML: naive clients and a database with an unbounded FIFO queue
-// (see sim's TestRunJudgedStopsOnlyWhenSettled): its storms are proven
-// stuck and stopped early by the phase search's runs.
-const judgedYAML = `
-name: judged
-duration: 120s
-clients:
-  - name: app
-    target: db
-    arrivals: {kind: poisson, rate: 30}
-    policy: naive
-    timeout: 1s
-services:
-  - name: db
-    workers: 2
-    service_time: {kind: constant, mean: 40ms}
-triggers:
-  - {kind: outage, target: db, at: 20s, duration: 5s, mode: hold}
-`
-
 // TestJudgedSearchesMatchWholeRuns: the phase search with runs that stop
 // once their verdict is settled (the sweep's way) finds the same columns,
 // probe by probe, as with every run simulated to its end; only the virtual
 // time simulated shrinks.
 func TestJudgedSearchesMatchWholeRuns(t *testing.T) {
-	f, err := sim.Parse("judged.yaml", []byte(judgedYAML))
+	// sim's scenario of a storm its queue keeps (see its stuck tests).
+	f, err := sim.Load("../sim/testdata/stuck.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
