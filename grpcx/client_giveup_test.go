@@ -144,11 +144,7 @@ func hedgedPolicy(n int, d time.Duration) func(*retry.Policy) {
 func TestUnaryHedge(t *testing.T) {
 	leakcheck.Check(t)
 	var canceled atomic.Int32
-	slow := step{fn: func(ctx context.Context) error {
-		<-ctx.Done()
-		canceled.Add(1)
-		return ctx.Err()
-	}}
+	slow := waitCanceled(&canceled)
 	b := newBackend(t, nil, slow, step{trailer: map[string]string{"x-who": "hedge"}})
 	var retries int
 	c := unaryClient(t, b, fast(t, hedgedPolicy(3, 20*time.Millisecond), retry.WithHooks(retry.Hooks{OnRetry: func(int, time.Duration) { retries++ }})))

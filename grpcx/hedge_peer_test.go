@@ -46,11 +46,7 @@ func TestHedgePeer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			leakcheck.Check(t)
 			var canceled atomic.Int32
-			slow := step{fn: func(ctx context.Context) error {
-				<-ctx.Done()
-				canceled.Add(1)
-				return ctx.Err()
-			}}
+			slow := waitCanceled(&canceled)
 			b := newBackend(t, nil, slow, step{msgs: 1})
 			c := streamClient(t, b.addr, fast(t, hedgedPolicy(2, 20*time.Millisecond)))
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,4 +194,15 @@ func check(ctx context.Context, c healthpb.HealthClient, opts ...grpc.CallOption
 	}
 	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, opts...)
 	return err
+}
+
+// waitCanceled is a backend step that answers only when its call is
+// cancelled, and counts the cancellations in canceled: a slow attempt
+// that a hedge must beat.
+func waitCanceled(canceled *atomic.Int32) step {
+	return step{fn: func(ctx context.Context) error {
+		<-ctx.Done()
+		canceled.Add(1)
+		return ctx.Err()
+	}}
 }

@@ -209,11 +209,7 @@ func timeout(t *testing.T) context.Context {
 func TestStreamHedgeSlowFirst(t *testing.T) {
 	leakcheck.Check(t)
 	var canceled atomic.Int32
-	slow := step{fn: func(ctx context.Context) error {
-		<-ctx.Done()
-		canceled.Add(1)
-		return ctx.Err()
-	}}
+	slow := waitCanceled(&canceled)
 	b := newBackend(t, nil, slow, step{msgs: 2, trailer: map[string]string{"x-who": "hedge"}})
 	var retries atomic.Int32
 	r := fast(t, hedgedPolicy(2, 20*time.Millisecond), retry.WithHooks(retry.Hooks{OnRetry: func(int, time.Duration) { retries.Add(1) }}))
@@ -372,11 +368,7 @@ func TestStreamHedgeCommitted(t *testing.T) {
 // the call with a *retry.GiveUpError that carries it.
 func TestStreamHedgeDecisions(t *testing.T) {
 	var canceled atomic.Int32
-	slow := step{fn: func(ctx context.Context) error {
-		<-ctx.Done()
-		canceled.Add(1)
-		return ctx.Err()
-	}}
+	slow := waitCanceled(&canceled)
 	for _, tc := range []struct {
 		name         string
 		steps        []step

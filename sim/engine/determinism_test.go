@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"hash"
 	"hash/fnv"
 	"os"
 	"path/filepath"
@@ -105,8 +106,16 @@ func (s *scenario) run(events int) {
 func scenarioHash(seed uint64, events int, floats bool) uint64 {
 	s := newScenario(seed, 200, floats)
 	h := fnv.New64a()
+	s.trace = hashEvent(h)
+	s.run(events)
+	return h.Sum64()
+}
+
+// hashEvent returns a trace that writes every delivered event's fields
+// into h.
+func hashEvent(h hash.Hash64) func(Event) {
 	var buf [40]byte
-	s.trace = func(ev Event) {
+	return func(ev Event) {
 		binary.LittleEndian.PutUint64(buf[0:], uint64(ev.At))
 		binary.LittleEndian.PutUint64(buf[8:], ev.Seq)
 		binary.LittleEndian.PutUint64(buf[16:], uint64(ev.A))
@@ -115,8 +124,6 @@ func scenarioHash(seed uint64, events int, floats bool) uint64 {
 		binary.LittleEndian.PutUint16(buf[36:], uint16(ev.Kind))
 		h.Write(buf[:])
 	}
-	s.run(events)
-	return h.Sum64()
 }
 
 // TestDeterminism runs the same scenario twice and compares the hashes of

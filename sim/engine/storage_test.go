@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"hash/fnv"
 	"testing"
 	"time"
@@ -19,16 +18,7 @@ func storageHash(st *Storage, seed uint64, events int) (uint64, *Storage) {
 		s.e.After(s.delay(c, 10*time.Millisecond), Event{Kind: kindSend, Target: uint32(i)})
 	}
 	h := fnv.New64a()
-	var buf [40]byte
-	s.trace = func(ev Event) {
-		binary.LittleEndian.PutUint64(buf[0:], uint64(ev.At))
-		binary.LittleEndian.PutUint64(buf[8:], ev.Seq)
-		binary.LittleEndian.PutUint64(buf[16:], uint64(ev.A))
-		binary.LittleEndian.PutUint64(buf[24:], uint64(ev.B))
-		binary.LittleEndian.PutUint32(buf[32:], ev.Target)
-		binary.LittleEndian.PutUint16(buf[36:], uint16(ev.Kind))
-		h.Write(buf[:])
-	}
+	s.trace = hashEvent(h)
 	s.run(events)
 	// Cancel what is pending, as a run stopped at its horizon leaves it.
 	for i := range s.clients {
