@@ -22,6 +22,11 @@ import (
 //     them (the top, each threshold and the step below it): the least any
 //     bracket, a fluid model's included, could cost.
 //
+// and, for each of the sweep's search and the oracle's, what it would cost
+// if every run that is not metastable stopped 1 s after it recovered (an
+// oracle too: such a run is run again, cut there, and its events counted;
+// "stop" and "oracle+stop").
+//
 // Every search must find the sweep's thresholds (the columns are
 // monotone; the benchmark fails if one is not). It reports the runs and
 // events of each, and the events of the sweep's search over each
@@ -43,11 +48,11 @@ func benchSearchCeiling(b *testing.B, file string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sweep, gallop, oracle, ramps tally
+	var sweep, gallop, oracle, stop, both, ramps tally
 	// A plain loop: with b.Loop, go1.26.8 fails to compile this package
 	// (an internal compiler error in supersede's generic entry type).
 	for range b.N {
-		sweep, gallop, oracle, ramps = tally{}, tally{}, tally{}, tally{}
+		sweep, gallop, oracle, stop, both, ramps = tally{}, tally{}, tally{}, tally{}, tally{}, tally{}
 		for _, rp := range p.Runs {
 			// The ramp (a whole run, as the sweep runs it) is the same
 			// whatever the search: counted in the whole-sweep ratios.
@@ -65,6 +70,7 @@ func benchSearchCeiling(b *testing.B, file string) {
 			for _, load := range ph.Loads {
 				verdicts := map[int]string{}
 				events := map[int]uint64{}
+				recovered := map[int]float64{} // seconds after the trigger's end
 				run := func(k int) string {
 					if v, ok := verdicts[k]; ok {
 						return v
@@ -74,7 +80,30 @@ func benchSearchCeiling(b *testing.B, file string) {
 						b.Fatal(err)
 					}
 					verdicts[k], events[k] = r.Verdict, r.Events
+					if r.RecoveryS != nil {
+						recovered[k] = *r.RecoveryS
+					}
 					return r.Verdict
+				}
+				// stopped adds a search's probes to t as if every run that
+				// is not metastable stopped 1 s after it recovered: each
+				// such run again, cut there, its events counted.
+				stopped := func(t *tally, probed map[int]bool) {
+					for k := range probed {
+						t.runs++
+						if verdicts[k] == "metastable" {
+							t.events += events[k]
+							continue
+						}
+						s := rp.probeScenario(load, ph.Size(k))
+						tr := s.Triggers[0]
+						s.Duration = min(s.Duration, tr.At+tr.Duration+seconds(recovered[k]+1))
+						r, err := sim.RunWithin(context.Background(), s, "cut", nil, sim.DefaultLimits)
+						if err != nil {
+							b.Fatal(err)
+						}
+						t.events += r.Events
+					}
 				}
 				// count adds a search's probes (from its own memo) to t.
 				count := func(t *tally, probed map[int]bool) {
@@ -97,6 +126,7 @@ func benchSearchCeiling(b *testing.B, file string) {
 					b.Fatal(err)
 				}
 				count(&sweep, mine)
+				stopped(&stop, mine)
 				kt, kd := n+1, n+1
 				if col.Tips != nil {
 					kt = gridStep(ph, *col.Tips)
@@ -143,6 +173,7 @@ func benchSearchCeiling(b *testing.B, file string) {
 					}
 				}
 				count(&oracle, o)
+				stopped(&both, o)
 			}
 		}
 	}
@@ -156,6 +187,8 @@ func benchSearchCeiling(b *testing.B, file string) {
 	whole := func(t tally) float64 { return float64(sweep.events+ramps.events) / float64(t.events+ramps.events) }
 	b.ReportMetric(whole(gallop), "gallop-x-whole")
 	b.ReportMetric(whole(oracle), "oracle-x-whole")
+	b.ReportMetric(whole(stop), "stop-x-whole")
+	b.ReportMetric(whole(both), "oracle+stop-x-whole")
 }
 
 // tally counts a search's simulations and their engine events.
