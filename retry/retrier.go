@@ -395,8 +395,10 @@ func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64
 	default:
 		r.budget.EndAt(now, budget.Ignore, c.ticket)
 	}
+	// The attempt's duration is read only by learning and the hooks;
+	// time.Time.Sub is not free, so it is not taken without them.
 	var took time.Duration
-	if !c.started.IsZero() && !now.IsZero() {
+	if (r.p.LearnAttemptTime || r.hasHooks) && !c.started.IsZero() && !now.IsZero() {
 		took = now.Sub(c.started)
 	}
 	if cls == Success {

@@ -511,7 +511,8 @@ func (q *Queue[T]) remove(i int32) Item[T] {
 		q.heapRemove(int(s.pos))
 	}
 	it := s.item
-	s.item = Item[T]{} // drop references the payload may hold
+	var none T
+	s.item.Payload = none // drop references the payload may hold; the rest is overwritten by the next push
 	s.used = false
 	s.prev = noSlot
 	s.next = q.free
