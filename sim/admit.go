@@ -113,13 +113,18 @@ func (w *world) admitStart(ai int32, v *service, ri int32) {
 
 // admitDispatch is the gate's dispatch at now on replica ri: the queued
 // attempts whose time is up are answered, then freed slots go to queued
-// attempts in the queue's order; then the next expiry is scheduled.
+// attempts in the queue's order; then the next expiry is scheduled. It is
+// a guard small enough to inline: most replicas have no gate.
 func (w *world) admitDispatch(v *service, ri int32) {
+	if r := &v.reps[ri]; r.gate != nil && !r.down {
+		w.admitDispatchGate(v, ri)
+	}
+}
+
+// admitDispatchGate is admitDispatch for a replica with a gate, up.
+func (w *world) admitDispatchGate(v *service, ri int32) {
 	r := &v.reps[ri]
 	g := r.gate
-	if g == nil || r.down {
-		return
-	}
 	now := wall(w.now())
 	for {
 		ai, why, ok := g.ExpireAt(now)

@@ -314,8 +314,17 @@ func (w *world) transmit(ai int32, e *edge, reply bool, code int) {
 	if lat == 0 {
 		// No time passes on the wire: the message arrives in this same
 		// event, as a call in the same process would, instead of
-		// after every other event already due now.
-		w.Handle(&w.eng, ev)
+		// after every other event already due now. It is handled as
+		// Handle would handle ev, without the dispatch: ev's attempt is
+		// a, so only a's being live is left to check.
+		if !a.live {
+			return
+		}
+		if reply {
+			w.onReply(ai, code)
+		} else {
+			w.deliver(ai)
+		}
 		return
 	}
 	w.eng.After(lat, ev)

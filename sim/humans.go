@@ -254,11 +254,16 @@ func (w *world) superseded(ai int32, v *service) {
 
 // settle answers the attempts that joined tracked attempt ai, now that it
 // ended with code (codeNone: dropped without an answer).
+// It is a guard small enough to inline: most attempts are not tracked.
 func (w *world) settle(ai int32, v *service, code int) {
-	a := &w.atts[ai]
-	if !a.tracked {
-		return
+	if w.atts[ai].tracked {
+		w.settleTracked(ai, v, code)
 	}
+}
+
+// settleTracked is settle for a tracked attempt.
+func (w *world) settleTracked(ai int32, v *service, code int) {
+	a := &w.atts[ai]
 	a.tracked = false
 	for _, j := range v.sup.DoneAt(wall(w.now()), a.skey) {
 		if code == codeNone {

@@ -154,10 +154,16 @@ func (w *world) charge(v *service, ri int32, d time.Duration) {
 	w.startOverhead(v, ri)
 }
 
-// startOverhead puts a free worker on the failure work owed, if any.
+// startOverhead puts a free worker on the failure work owed, if any. It is
+// a guard small enough to inline: most of the time nothing is owed.
 func (w *world) startOverhead(v *service, ri int32) bool {
+	return v.reps[ri].debt != 0 && w.startOwed(v, ri)
+}
+
+// startOwed is startOverhead for a replica that owes failure work.
+func (w *world) startOwed(v *service, ri int32) bool {
 	r := &v.reps[ri]
-	if r.debt == 0 || r.busy >= v.workers || v.paused > 0 {
+	if r.busy >= v.workers || v.paused > 0 {
 		return false
 	}
 	d := time.Duration(float64(r.debt) / w.speed(v, r))
@@ -185,7 +191,14 @@ func (w *world) onOverheadDone(si, ri int32, epoch uint32) {
 
 // maybeCrash crashes replica ri when its queue has passed the limit.
 func (w *world) maybeCrash(v *service, ri int32) {
-	if c := v.spec.Crash; c != nil && v.reps[ri].queued() > v.crashAt {
+	if v.spec.Crash != nil {
+		w.crashIfOver(v, ri)
+	}
+}
+
+// crashIfOver is maybeCrash for a service that can crash.
+func (w *world) crashIfOver(v *service, ri int32) {
+	if v.reps[ri].queued() > v.crashAt {
 		w.crash(v, ri)
 	}
 }

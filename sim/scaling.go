@@ -25,12 +25,17 @@ type meter struct {
 }
 
 // integrate brings the meter of v up to now; call it before anything the
-// meter integrates changes.
+// meter integrates changes. It is a guard small enough to inline: most
+// services keep no meter.
 func (w *world) integrate(v *service) {
-	m := &v.meter
-	if !m.on {
-		return
+	if v.meter.on {
+		w.integrateOn(v)
 	}
+}
+
+// integrateOn is integrate for a service that keeps its meter.
+func (w *world) integrateOn(v *service) {
+	m := &v.meter
 	now := w.now()
 	dt := float64(now - m.last)
 	m.last = now

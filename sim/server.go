@@ -220,7 +220,11 @@ func (w *world) start(ai int32, v *service, ri int32) {
 		return
 	}
 	r.working++
-	if f := w.speed(v, r) * v.spec.Law.speed(r.inSvc); f != 1 {
+	f := w.speed(v, r)
+	if l := v.spec.Law; l != nil {
+		f *= l.speed(r.inSvc) // a nil law's speed is 1: f stays f
+	}
+	if f != 1 {
 		st = time.Duration(float64(st) / f)
 	}
 	w.eng.After(st, engine.Event{Kind: evWorkDone, A: int64(ai), B: int64(a.gen)})
