@@ -307,7 +307,10 @@ func (w *world) transmit(ai int32, e *edge, reply bool, code int) {
 		a.srvDone = true // no server side: the refusal is the network's
 		return
 	}
-	lat := e.latency.sample(&e.rng)
+	lat := e.latency.Mean // a constant, the default (Dist.sample), without the call
+	if e.latency.Kind != "" {
+		lat = e.latency.sample(&e.rng)
+	}
 	if !reply {
 		lat += v.addLat
 	}

@@ -92,7 +92,7 @@ func (w *world) deliver(ai int32) {
 		w.start(ai, v, ri)
 		return
 	}
-	it := shed.Item[int32]{Payload: ai, Attempt: int(a.number), Enqueued: wall(now)}
+	it := shed.Item[int32]{Payload: ai, Attempt: int(a.number)} // PushAt sets Enqueued
 	if v.expire && a.deadline != 0 {
 		it.Deadline = wall(a.deadline)
 	}

@@ -144,13 +144,30 @@ func (s *serviceStats) init(n int) {
 	s.up = make([]float64, n)
 }
 
-// binOf returns the bin of virtual time t, clamped to the last bin.
+// binOf returns the bin of virtual time t, clamped to the last bin. Most
+// calls ask about the bin the last one did: it is kept with its bounds
+// [binLo, binHi), and a t within them skips the division.
 func (w *world) binOf(t int64) int {
-	b := int(t / int64(w.bin))
+	var b int
+	if t >= w.binLo && t < w.binHi {
+		b = w.binAt
+	} else {
+		b = w.binOfNew(t)
+	}
 	if b >= w.nbins {
 		b = w.nbins - 1
 	}
 	return b
+}
+
+// binOfNew is binOf's t / bin, before the clamp, for a t outside the kept
+// bin; a t ≥ 0 becomes the kept bin.
+func (w *world) binOfNew(t int64) int {
+	b := t / int64(w.bin)
+	if t >= 0 {
+		w.binAt, w.binLo, w.binHi = int(b), b*int64(w.bin), (b+1)*int64(w.bin)
+	}
+	return int(b)
 }
 
 // result turns the counts into a Result with rates per second.

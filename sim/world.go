@@ -201,6 +201,9 @@ type world struct {
 	freeAtt    []int32
 	bin        time.Duration
 	nbins      int
+	binAt      int   // binOf's kept bin (before the clamp), t / bin for t in [binLo, binHi)
+	binLo      int64 //
+	binHi      int64 // 0: none kept
 	end        engine.Time
 	triggerS   [][2]float64
 	svcIdx     map[string]int32
