@@ -185,9 +185,16 @@ func (w *world) newRequest(ei, proc int32, o origin, deadline engine.Time) int32
 	now := w.now()
 	r := &w.reqs[id]
 	gen := r.gen + 1
-	*r = request{edge: ei, proc: proc, parent: o.parent, parentGen: o.parentGen, user: o.user, cur: noID, key: noID, boot: o.boot, hedge: noID,
-		intent: o.intent, intentGen: o.intentGen, skey: w.requestKey(ei, o),
-		gen: gen, arrival: now, deadline: deadline, live: true}
+	// Cleared in place, then filled in field by field: a composite literal
+	// is built on the stack and copied over, which costs more.
+	*r = request{}
+	r.edge, r.proc = ei, proc
+	r.parent, r.parentGen = o.parent, o.parentGen
+	r.user, r.boot = o.user, o.boot
+	r.intent, r.intentGen = o.intent, o.intentGen
+	r.cur, r.key, r.hedge = noID, noID, noID
+	r.skey = w.requestKey(ei, o)
+	r.gen, r.arrival, r.deadline, r.live = gen, now, deadline, true
 	if c := w.edges[ei].cache; c != nil {
 		// Look-aside: the cache first; only a miss reaches the service.
 		v := &w.services[w.edges[ei].target]
