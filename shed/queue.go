@@ -286,14 +286,23 @@ func kind[T any](it *Item[T]) int {
 // [Admission] and, for the rules, [Queue]. The caller answers a refused
 // newcomer with a.Refused and a victim with a.VictimReason.
 func (q *Queue[T]) PushAt(now time.Time, it Item[T]) (a Admission[T]) {
-	k := kind(&it)
+	// A small wrapper, inlined into the caller: the item is built in the
+	// caller's frame and push works on it and on the result in place,
+	// instead of both being copied through the call's stack arguments.
+	q.push(now, &it, &a)
+	return a
+}
+
+// push is PushAt on the caller's item, filling in a, which is zero.
+func (q *Queue[T]) push(now time.Time, it *Item[T], a *Admission[T]) {
+	k := kind(it)
 	q.counts[k].Pushed++
 	if !it.Deadline.IsZero() && !now.Before(it.Deadline.Add(-q.minRemaining)) {
 		q.counts[k].Expired++
 		a.Refused = Expired
-		return a
+		return
 	}
-	r := q.rank(&it)
+	r := q.rank(it)
 	full := q.n >= q.cap
 	if full && len(q.heap) > 0 && !now.Before(q.slots[q.heap[0].slot].expiry) {
 		a.Victim, a.VictimReason = q.expireTop()
@@ -307,14 +316,14 @@ func (q *Queue[T]) PushAt(now time.Time, it Item[T]) (a Admission[T]) {
 		if q.n == 0 { // capacity 0
 			q.counts[k].Full++
 			a.Refused = QueueFull
-			return a
+			return
 		}
 		w := uint8(7 - bits.LeadingZeros8(q.nonEmpty))
 		newest := q.newestFirst(now, w)
 		if r > w || r == w && !newest {
 			q.counts[k].Full++
 			a.Refused = QueueFull
-			return a
+			return
 		}
 		i := q.classes[w].tail
 		if newest {
@@ -342,8 +351,8 @@ func (q *Queue[T]) PushAt(now time.Time, it Item[T]) (a Admission[T]) {
 	if s.gen == 0 { // the zero Handle must never match
 		s.gen = 1
 	}
-	it.Enqueued = now
-	s.item = it
+	s.item = *it
+	s.item.Enqueued = now
 	s.class = r
 	q.seq++
 	s.seq = q.seq
@@ -377,7 +386,6 @@ func (q *Queue[T]) PushAt(now time.Time, it Item[T]) (a Admission[T]) {
 		q.heapPush(now, s.expiry, i)
 	}
 	a.Handle = Handle{slot: i, gen: s.gen}
-	return a
 }
 
 // PopAt removes and returns the next item at now. If an item's time is up it
@@ -399,12 +407,19 @@ func (q *Queue[T]) PushAt(now time.Time, it Item[T]) (a Admission[T]) {
 //		break
 //	}
 func (q *Queue[T]) PopAt(now time.Time) (it Item[T], why Reason, ok bool) {
+	// Inlined into the caller, as PushAt is: pop fills the caller's item.
+	why, ok = q.pop(now, &it)
+	return it, why, ok
+}
+
+// pop is PopAt filling in the caller's item it, which is zero.
+func (q *Queue[T]) pop(now time.Time, it *Item[T]) (why Reason, ok bool) {
 	if q.n == 0 {
-		return it, None, false
+		return None, false
 	}
 	if len(q.heap) > 0 && !now.Before(q.slots[q.heap[0].slot].expiry) {
-		it, why = q.expireTop()
-		return it, why, true
+		*it, why = q.expireTop()
+		return why, true
 	}
 	c := uint8(bits.TrailingZeros8(q.nonEmpty))
 	l := &q.classes[c]
@@ -412,9 +427,9 @@ func (q *Queue[T]) PopAt(now time.Time) (it Item[T], why Reason, ok bool) {
 	if q.newestFirst(now, c) {
 		i = l.tail
 	}
-	q.remove(i, &it)
-	q.counts[kind(&it)].Served++
-	return it, None, true
+	q.remove(i, it)
+	q.counts[kind(it)].Served++
+	return None, true
 }
 
 // ExpireAt removes and returns one item whose time is up at now, the

@@ -98,10 +98,12 @@ func (w *world) deliver(ai int32) {
 	}
 	adm := r.queue.PushAt(wall(now), it)
 	a.qh = adm.Handle
-	if adm.HasVictim() {
+	// The fields, not HasVictim and Admitted: their value receivers copy
+	// the whole Admission (victim item included) on each call.
+	if adm.VictimReason != shed.None {
 		w.leaveQueue(adm.Victim.Payload, adm.VictimReason, v, v.spec.FailureCost.Shed)
 	}
-	if !adm.Admitted() {
+	if adm.Refused != shed.None {
 		w.leaveQueue(ai, adm.Refused, v, v.spec.FailureCost.Refuse)
 	}
 	w.scheduleExpiry(v, ri)
