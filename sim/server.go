@@ -92,19 +92,24 @@ func (w *world) deliver(ai int32) {
 		w.start(ai, v, ri)
 		return
 	}
-	it := shed.Item[int32]{Payload: ai, Attempt: int(a.number)} // PushAt sets Enqueued
+	// The item and the outcome live in w (PushTo), so that neither is
+	// copied whole right after being written field by field: the wide
+	// loads of such a copy stall on the narrow stores.
+	it, adm := &w.pushItem, &w.pushAdm
+	it.Payload, it.Attempt = ai, int(a.number) // PushTo sets Enqueued in the queue
+	it.Deadline = time.Time{}
 	if v.expire && a.deadline != 0 {
 		it.Deadline = wall(a.deadline)
 	}
-	adm := r.queue.PushAt(wall(now), it)
+	r.queue.PushTo(wall(now), it, adm)
 	a.qh = adm.Handle
-	// The fields, not HasVictim and Admitted: their value receivers copy
-	// the whole Admission (victim item included) on each call.
-	if adm.VictimReason != shed.None {
-		w.leaveQueue(adm.Victim.Payload, adm.VictimReason, v, v.spec.FailureCost.Shed)
+	// Read before answering anyone: an answer may lead to another push.
+	refused, vr, victim := adm.Refused, adm.VictimReason, adm.Victim.Payload
+	if vr != shed.None {
+		w.leaveQueue(victim, vr, v, v.spec.FailureCost.Shed)
 	}
-	if adm.Refused != shed.None {
-		w.leaveQueue(ai, adm.Refused, v, v.spec.FailureCost.Refuse)
+	if refused != shed.None {
+		w.leaveQueue(ai, refused, v, v.spec.FailureCost.Refuse)
 	}
 	w.scheduleExpiry(v, ri)
 	w.maybeCrash(v, ri)

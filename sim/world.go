@@ -205,6 +205,8 @@ type world struct {
 	binLo      int64 //
 	binHi      int64 // 0: none kept
 	end        engine.Time
+	pushItem   shed.Item[int32]      // deliver's item for the queue (PushTo)
+	pushAdm    shed.Admission[int32] // and the queue's answer
 	triggerS   [][2]float64
 	svcIdx     map[string]int32
 	cliIdx     map[string]int32
