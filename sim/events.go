@@ -193,7 +193,7 @@ func (w *world) newRequest(ei, proc int32, o origin, deadline engine.Time) int32
 	r.user, r.boot = o.user, o.boot
 	r.intent, r.intentGen = o.intent, o.intentGen
 	r.cur, r.key, r.hedge = noID, noID, noID
-	r.skey = w.requestKey(ei, o)
+	r.skey = w.requestKey(ei, o.intent)
 	r.gen, r.arrival, r.deadline, r.live = gen, now, deadline, true
 	if c := w.edges[ei].cache; c != nil {
 		// Look-aside: the cache first; only a miss reaches the service.

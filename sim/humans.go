@@ -166,14 +166,15 @@ func (w *world) tapDone(id int32, gen uint32, ok, degraded bool, reason error) {
 
 // requestKey is the idempotency key a new request's attempts carry: the
 // person's intent's (every tap the same), or one of its own, when the edge's
-// client sets keys; 0 otherwise.
-func (w *world) requestKey(ei int32, o origin) uint64 {
+// client sets keys; 0 otherwise. intent is the request's origin's intent
+// (the origin itself is not passed: copying it whole stalled).
+func (w *world) requestKey(ei, intent int32) uint64 {
 	e := &w.edges[ei]
 	if e.client < 0 || !w.clients[e.client].spec.IdempotencyKey {
 		return 0
 	}
-	if o.intent != noID {
-		return w.intents[o.intent].key
+	if intent != noID {
+		return w.intents[intent].key
 	}
 	w.nextKey++
 	return w.nextKey
