@@ -43,53 +43,80 @@ func (s *clientStats) closeBin(b int) {
 
 // selectKth reorders x so that x[k] is the element a sort would put there,
 // everything before it no greater and everything after no smaller, and
-// returns it (Hoare's selection with a median-of-three pivot).
+// returns it (quickselect with a median-of-three pivot). The partitions
+// are branch-free (Lomuto's scheme, the comparison added to the count):
+// near the median each comparison with the pivot is a coin toss, which
+// the branches of Hoare's scheme mispredicted half the time.
 func selectKth(x []float64, k int) float64 {
 	lo, hi := 0, len(x)-1
-	for hi > lo {
-		if hi-lo < 16 {
-			for i := lo + 1; i <= hi; i++ {
-				for j := i; j > lo && x[j] < x[j-1]; j-- {
-					x[j], x[j-1] = x[j-1], x[j]
-				}
-			}
-			break
-		}
+	for hi-lo >= 16 {
 		m := lo + (hi-lo)/2
-		if x[m] < x[lo] {
-			x[m], x[lo] = x[lo], x[m]
+		a, b, c := x[lo], x[m], x[hi]
+		if b < a {
+			a, b = b, a
 		}
-		if x[hi] < x[lo] {
-			x[hi], x[lo] = x[lo], x[hi]
-		}
-		if x[hi] < x[m] {
-			x[hi], x[m] = x[m], x[hi]
-		}
-		p := x[m]
-		i, j := lo, hi
-		for i <= j {
-			for x[i] < p {
-				i++
-			}
-			for x[j] > p {
-				j--
-			}
-			if i <= j {
-				x[i], x[j] = x[j], x[i]
-				i++
-				j--
+		if c < b {
+			b = c
+			if b < a {
+				b = a
 			}
 		}
-		switch {
-		case k <= j:
-			hi = j
-		case k >= i:
-			lo = i
-		default:
+		p := b
+		// x[lo:s] < p ≤ x[s:hi+1]; p is in the range, so s ≤ hi.
+		s := partitionLess(x[lo:hi+1], p) + lo
+		if k < s {
+			hi = s - 1
+			continue
+		}
+		if s > lo {
+			lo = s
+			continue
+		}
+		// p is the least: move its copies to the front, where they are done.
+		t := partitionLE(x[lo:hi+1], p) + lo
+		if k < t {
 			return x[k]
+		}
+		lo = t
+	}
+	for i := lo + 1; i <= hi; i++ {
+		for j := i; j > lo && x[j] < x[j-1]; j-- {
+			x[j], x[j-1] = x[j-1], x[j]
 		}
 	}
 	return x[k]
+}
+
+// partitionLess moves the elements of x below p to its front, in one
+// branch-free pass, and returns how many there are.
+func partitionLess(x []float64, p float64) int {
+	s := 0
+	for i, v := range x {
+		x[i] = x[s]
+		x[s] = v
+		s += b2i(v < p)
+	}
+	return s
+}
+
+// partitionLE is partitionLess for the elements no greater than p.
+func partitionLE(x []float64, p float64) int {
+	s := 0
+	for i, v := range x {
+		x[i] = x[s]
+		x[s] = v
+		s += b2i(v <= p)
+	}
+	return s
+}
+
+// b2i is 1 for true, 0 for false; the compiler makes it a SETcc, where an
+// if around s++ stays a branch.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // gaveUp counts a request that ended in failure for reason.
