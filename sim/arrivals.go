@@ -94,6 +94,24 @@ func (a *Arrivals) NextArrival(t time.Duration, triggers []Trigger, rng *engine.
 	}
 }
 
+// plainRate returns the rate of a process NextArrival draws at one rate
+// that never changes, with the triggers given: a poisson process at a rate
+// above 0, without a schedule, when no trigger is a load trigger. Its next
+// arrival after t is t plus one exponential gap at that rate, the first
+// candidate NextArrival draws and returns. It returns 0 for any other
+// process.
+func (a *Arrivals) plainRate(triggers []Trigger) float64 {
+	if a.Kind != "poisson" && a.Kind != "" || len(a.Schedule) > 0 || !(a.Rate > 0) {
+		return 0
+	}
+	for _, tr := range triggers {
+		if tr.Kind == "load" {
+			return 0
+		}
+	}
+	return a.Rate
+}
+
 // nextConstant is NextArrival for a constant process.
 func (a *Arrivals) nextConstant(t time.Duration, triggers []Trigger) (time.Duration, bool) {
 	need := 1.0

@@ -112,3 +112,51 @@ triggers:
 		t.Errorf("first 100 ms of the spike: %.2f arrivals on average, want 20 ± %.2f", got, 4*math.Sqrt(20.0/seeds))
 	}
 }
+
+// TestPlainRate: plainRate names exactly the processes whose next arrival
+// is one exponential gap at a fixed rate, and for those the shortcut
+// scheduleArrival takes (t + ExpFloat64()/rate·1e9) draws the same
+// instants from the same stream as NextArrival, for 10,000 arrivals.
+func TestPlainRate(t *testing.T) {
+	load := []Trigger{{Kind: "load", At: time.Second, Duration: time.Second, Factor: 2}}
+	other := []Trigger{{Kind: "outage", At: time.Second, Duration: time.Second}}
+	for _, tc := range []struct {
+		name     string
+		a        Arrivals
+		triggers []Trigger
+		want     float64
+	}{
+		{"poisson", Arrivals{Kind: "poisson", Rate: 900}, nil, 900},
+		{"default kind", Arrivals{Rate: 50}, nil, 50},
+		{"non-load trigger", Arrivals{Kind: "poisson", Rate: 900}, other, 900},
+		{"load trigger", Arrivals{Kind: "poisson", Rate: 900}, load, 0},
+		{"schedule", Arrivals{Kind: "poisson", Rate: 900, Schedule: []RatePoint{{At: time.Second, Rate: 10}}}, nil, 0},
+		{"zero rate", Arrivals{Kind: "poisson"}, nil, 0},
+		{"constant", Arrivals{Kind: "constant", Rate: 900}, nil, 0},
+		{"closed", Arrivals{Kind: "closed", Users: 10}, nil, 0},
+		{"burst", Arrivals{Kind: "burst", Count: 10}, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.a.plainRate(tc.triggers)
+			if got != tc.want {
+				t.Fatalf("plainRate = %v, want %v", got, tc.want)
+			}
+			if got == 0 {
+				return
+			}
+			r1, r2 := engine.Stream(7, 1), engine.Stream(7, 1)
+			var t1, t2 time.Duration
+			for i := range 10000 {
+				next, ok := tc.a.NextArrival(t1, tc.triggers, &r1)
+				if !ok {
+					t.Fatalf("arrival %d: NextArrival found none", i)
+				}
+				short := t2 + time.Duration(r2.ExpFloat64()/got*1e9)
+				if next != short {
+					t.Fatalf("arrival %d: NextArrival %v, shortcut %v", i, next, short)
+				}
+				t1, t2 = next, short
+			}
+		})
+	}
+}

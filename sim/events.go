@@ -120,6 +120,15 @@ func (c *client) rate(t engine.Time) float64 {
 // (Arrivals.NextArrival).
 func (w *world) scheduleArrival(ci int32) {
 	c := &w.clients[ci]
+	if c.plain > 0 {
+		// NextArrival's first draw, which it returns when the rate never
+		// changes: the same value, without the search for rate changes.
+		next := w.now() + engine.Time(time.Duration(c.rng.ExpFloat64()/c.plain*1e9))
+		if next < w.end {
+			w.eng.At(next, engine.Event{Kind: evArrive, Target: uint32(ci)})
+		}
+		return
+	}
 	next, ok := c.spec.Arrivals.NextArrival(time.Duration(w.now()), w.sc.Triggers, &c.rng)
 	if ok && engine.Time(next) < w.end {
 		w.eng.At(engine.Time(next), engine.Event{Kind: evArrive, Target: uint32(ci)})
@@ -285,10 +294,7 @@ func (w *world) launch(ri, n int32) int32 {
 func (w *world) transmit(ai int32, e *edge, reply bool, code int) {
 	a := &w.atts[ai]
 	v := &w.services[a.svc]
-	ev := engine.Event{Kind: evDeliver, A: int64(ai), B: int64(a.gen)}
-	if reply {
-		ev = engine.Event{Kind: evReply, A: int64(ai), B: int64(a.gen)<<8 | int64(code)}
-	} else {
+	if !reply {
 		w.reqs[a.req].sent = true
 	}
 	if e.paused && !reply {
@@ -300,7 +306,7 @@ func (w *world) transmit(ai int32, e *edge, reply bool, code int) {
 	}
 	if v.outages > 0 {
 		if !v.dropMode {
-			v.held = append(v.held, ev)
+			v.held = append(v.held, message(ai, a.gen, reply, code))
 			return
 		}
 		if reply {
@@ -325,8 +331,8 @@ func (w *world) transmit(ai int32, e *edge, reply bool, code int) {
 		// No time passes on the wire: the message arrives in this same
 		// event, as a call in the same process would, instead of
 		// after every other event already due now. It is handled as
-		// Handle would handle ev, without the dispatch: ev's attempt is
-		// a, so only a's being live is left to check.
+		// Handle would handle its message, without the dispatch: the
+		// message's attempt is a, so only a's being live is left to check.
 		if !a.live {
 			return
 		}
@@ -337,7 +343,16 @@ func (w *world) transmit(ai int32, e *edge, reply bool, code int) {
 		}
 		return
 	}
-	w.eng.After(lat, ev)
+	w.eng.After(lat, message(ai, a.gen, reply, code))
+}
+
+// message is the event that carries attempt ai (generation gen) to its
+// service, or its answer with code back to the caller when reply is set.
+func message(ai int32, gen uint32, reply bool, code int) engine.Event {
+	if reply {
+		return engine.Event{Kind: evReply, A: int64(ai), B: int64(gen)<<8 | int64(code)}
+	}
+	return engine.Event{Kind: evDeliver, A: int64(ai), B: int64(gen)}
 }
 
 // onReply: an answer reaches the caller.

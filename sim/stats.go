@@ -172,29 +172,28 @@ func (s *serviceStats) init(n int) {
 }
 
 // binOf returns the bin of virtual time t, clamped to the last bin. Most
-// calls ask about the bin the last one did: it is kept with its bounds
-// [binLo, binHi), and a t within them skips the division.
+// calls ask about the bin the last one did: it is kept, clamped, with its
+// bounds [binLo, binHi), and a t within them skips the division and the
+// clamp.
 func (w *world) binOf(t int64) int {
-	var b int
 	if t >= w.binLo && t < w.binHi {
-		b = w.binAt
-	} else {
-		b = w.binOfNew(t)
+		return w.binAt
 	}
-	if b >= w.nbins {
-		b = w.nbins - 1
-	}
-	return b
+	return w.binOfNew(t)
 }
 
-// binOfNew is binOf's t / bin, before the clamp, for a t outside the kept
-// bin; a t ≥ 0 becomes the kept bin.
+// binOfNew is binOf for a t outside the kept bin: t / bin clamped to the
+// last bin; a t ≥ 0 becomes the kept bin.
 func (w *world) binOfNew(t int64) int {
 	b := t / int64(w.bin)
-	if t >= 0 {
-		w.binAt, w.binLo, w.binHi = int(b), b*int64(w.bin), (b+1)*int64(w.bin)
+	c := int(b)
+	if c >= w.nbins {
+		c = w.nbins - 1
 	}
-	return int(b)
+	if t >= 0 {
+		w.binAt, w.binLo, w.binHi = c, b*int64(w.bin), (b+1)*int64(w.bin)
+	}
+	return c
 }
 
 // result turns the counts into a Result with rates per second.

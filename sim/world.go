@@ -143,9 +143,13 @@ type client struct {
 	edge     int32
 	rng      engine.Rand
 	nextProc int32
-	load     float64    // product of active load triggers
-	fleet    *fleetPool // the shared budget, when the processes share one
-	stats    clientStats
+	load     float64 // product of active load triggers
+	// plain is the rate of an arrival process whose rate never changes (a
+	// poisson process at a rate > 0, without a schedule, in a scenario
+	// without load triggers), for scheduleArrival's shortcut; 0 otherwise.
+	plain float64
+	fleet *fleetPool // the shared budget, when the processes share one
+	stats clientStats
 }
 
 type service struct {
@@ -201,7 +205,7 @@ type world struct {
 	freeAtt    []int32
 	bin        time.Duration
 	nbins      int
-	binAt      int   // binOf's kept bin (before the clamp), t / bin for t in [binLo, binHi)
+	binAt      int   // binOf's kept bin, t / bin for t in [binLo, binHi) clamped to the last bin
 	binLo      int64 //
 	binHi      int64 // 0: none kept
 	end        engine.Time
@@ -349,6 +353,7 @@ func newWorld(sc Scenario) (*world, error) {
 		c.load = 1
 		c.dials = new(killswitch.Dials)
 		c.rng = engine.Stream(sc.Seed, streamID("client", spec.Name, "arrivals"))
+		c.plain = spec.Arrivals.plainRate(sc.Triggers)
 		var shared []budget.Budget
 		if spec.Fleet != nil {
 			c.fleet = newFleet(w, int32(i), spec.Processes, spec.Policy.Budget, *spec.Fleet)
