@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/stormguard/stormguard/budget"
 )
 
 func defaultRand() float64 { return rand.Float64() }
@@ -41,13 +43,29 @@ func defaultRand() float64 { return rand.Float64() }
 // path Do allocates nothing and reads the clock only if the budget, the
 // breaker or the learned attempt time needs it.
 func Do(ctx context.Context, r *Retrier, fn func(context.Context) error) error {
-	_, err := DoValue(ctx, r, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
-	return err
+	return r.do(ctx, fn)
 }
 
 // DoValue is [Do] for a function that returns a value: the value of the
 // successful attempt, or the zero value with the give-up error.
 func DoValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T, error)) (T, error) {
+	var v T
+	err := r.do(ctx, func(ctx context.Context) error {
+		var err error
+		v, err = fn(ctx)
+		return err
+	})
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// do is Do's and DoValue's loop. It is not generic, so that Do calls fn
+// directly, not through DoValue's adapter and a generic instance's
+// dictionary: one indirect call fewer on the success path.
+func (r *Retrier) do(ctx context.Context, fn func(context.Context) error) error {
 	timed := r.needClock || r.breaker != nil && r.breaker.NeedsClock()
 	if r.p.LearnAttemptTime {
 		if _, ok := ctx.Deadline(); ok {
@@ -58,26 +76,39 @@ func DoValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T
 	if timed {
 		now = time.Now()
 	}
-	// The Call is filled in place, field by field: built by StartContext
-	// and copied, its 128 bytes were read back with 16-byte loads from
-	// 8-byte stores just made, which the CPU cannot forward (28 % of the
-	// success path's CPU profile samples on amd64).
+	// The Call is StartContext's without a deadline, filled in place, field
+	// by field: built by StartContext and copied, its 128 bytes were read
+	// back with 16-byte loads from 8-byte stores just made, which the CPU
+	// cannot forward (28 % of the success path's CPU profile samples on
+	// amd64); and filled here rather than by a method, which would be a
+	// call (too big to inline).
+	r.begin(now)
 	var c Call
-	r.startInto(&c, ctx, now)
+	c.attempt, c.started, c.first, c.ctx = 1, now, now, ctx
 	var last error // the previous attempt's error
 	for {
 		if r.breaker != nil && !r.AllowAt(now, &c) {
-			var zero T
-			return zero, r.GiveUp(&c, ErrBreakerOpen, last)
+			return r.GiveUp(&c, ErrBreakerOpen, last)
 		}
-		v, err := attempt(ctx, r.p.AttemptTimeout, fn)
+		var err error
+		if r.p.AttemptTimeout <= 0 {
+			err = fn(ctx) // attempt's case without a timeout, without the call
+		} else {
+			err = attempt(ctx, r.p.AttemptTimeout, fn)
+		}
 		if err == nil {
 			var end time.Time
 			if timed {
 				end = time.Now()
 			}
-			r.EndAt(end, &c, Success, Signal{}, 0)
-			return v, nil
+			if r.plainEnd && (!timed || !r.p.LearnAttemptTime) {
+				// All EndAt would do: reward the bucket (nothing
+				// to learn from an attempt that was not timed).
+				r.bucket.EndAt(end, budget.Success, c.ticket)
+			} else {
+				r.EndAt(end, &c, Success, Signal{}, 0)
+			}
+			return nil
 		}
 		// Failure: the slow path; read the clock and the deadline.
 		end := time.Now()
@@ -94,13 +125,11 @@ func DoValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T
 		}
 		d := r.EndAt(end, &c, cls, signalOf(err), r.rand())
 		if !d.Retry {
-			var zero T
-			return zero, r.GiveUp(&c, d.Reason, err)
+			return r.GiveUp(&c, d.Reason, err)
 		}
 		if !wait(ctx, d.Delay) {
 			r.AbandonAt(time.Now(), &c)
-			var zero T
-			return zero, r.GiveUp(&c, ErrCanceled, fmt.Errorf("%w; then, waiting to retry: %w", err, context.Cause(ctx)))
+			return r.GiveUp(&c, ErrCanceled, fmt.Errorf("%w; then, waiting to retry: %w", err, context.Cause(ctx)))
 		}
 		now = time.Now()
 		r.NextAt(now, &c)
@@ -108,7 +137,9 @@ func DoValue[T any](ctx context.Context, r *Retrier, fn func(context.Context) (T
 	}
 }
 
-func attempt[T any](ctx context.Context, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
+// attempt makes one attempt: fn with ctx, or with a child of it bounded by
+// timeout when timeout > 0.
+func attempt(ctx context.Context, timeout time.Duration, fn func(context.Context) error) error {
 	if timeout <= 0 {
 		return fn(ctx)
 	}

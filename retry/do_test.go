@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/wire"
 )
 
@@ -235,6 +236,93 @@ func TestDoSuccessAllocatesNothing(t *testing.T) {
 		if n := testing.AllocsPerRun(200, func() { _ = Do(ctx, r, fn) }); n != 0 {
 			t.Errorf("%s: Do allocates %v times per successful call, want 0", name, n)
 		}
+	}
+}
+
+func TestDoValueSuccessAllocatesNothing(t *testing.T) {
+	r := MustNew(fast)
+	ctx := context.Background()
+	fn := func(context.Context) (int, error) { return 7, nil }
+	if n := testing.AllocsPerRun(200, func() { _, _ = DoValue(ctx, r, fn) }); n != 0 {
+		t.Errorf("DoValue allocates %v times per successful call, want 0", n)
+	}
+}
+
+// TestDoSuccessLikeEndAt: Do's success path skips EndAt when all it would
+// do is reward a token bucket (plainEnd); the bucket must end where the
+// core's EndAt leaves it. Each case runs the same sequence of calls
+// (successes, and calls whose first attempt fails, from a bucket drained
+// low first) through Do and through StartAt/RetryAt/EndAt by hand on a
+// twin retrier, and compares the levels after every call; with a
+// deadline and LearnAttemptTime, Do times the attempts and takes EndAt.
+func TestDoSuccessLikeEndAt(t *testing.T) {
+	spec := budget.Spec{Kind: budget.KindTokenBucket, Capacity: 10, RetryCost: 2, SuccessReward: 0.5}
+	for _, tc := range []struct {
+		name     string
+		learn    bool
+		deadline bool
+		refund   bool
+	}{
+		{"plain", false, false, true},
+		{"no refund", false, false, false},
+		{"learning, no deadline", true, false, true},
+		{"learning, deadline", true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Policy{MaxAttempts: 2, Budget: spec, LearnAttemptTime: tc.learn}
+			p.Budget.NoRefund = !tc.refund
+			viaDo, byHand := MustNew(p), MustNew(p)
+			if !viaDo.plainEnd || viaDo.bucket == nil {
+				t.Fatalf("plainEnd %v, bucket %v: the shortcut is not taken", viaDo.plainEnd, viaDo.bucket)
+			}
+			ctx := context.Background()
+			if tc.deadline {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Hour)
+				defer cancel()
+			}
+			// Drain both buckets to 1 token with retries that fail.
+			for range 5 {
+				now := time.Now()
+				c := byHand.StartAt(now, time.Time{})
+				byHand.EndAt(now, &c, Transient, Signal{}, 0)
+				c2 := viaDo.StartAt(now, time.Time{})
+				viaDo.EndAt(now, &c2, Transient, Signal{}, 0)
+			}
+			level := func(r *Retrier) float64 { return r.bucket.Level() }
+			if a, b := level(viaDo), level(byHand); a != b || a >= 10 {
+				t.Fatalf("after draining: levels %v and %v, want equal and below 10", a, b)
+			}
+			for i := range 40 {
+				failFirst := i%3 == 1
+				n := 0
+				err := Do(ctx, viaDo, func(context.Context) error {
+					if n++; failFirst && n == 1 {
+						return io.ErrUnexpectedEOF
+					}
+					return nil
+				})
+				if err != nil && !failFirst {
+					t.Fatalf("call %d: Do = %v", i, err)
+				}
+				now := time.Now()
+				c := byHand.StartAt(now, time.Time{})
+				if failFirst {
+					d := byHand.EndAt(now, &c, Transient, Signal{}, 0)
+					if !d.Retry {
+						byHand.GiveUp(&c, d.Reason, io.ErrUnexpectedEOF)
+					} else {
+						byHand.NextAt(now, &c)
+						byHand.EndAt(now, &c, Success, Signal{}, 0)
+					}
+				} else {
+					byHand.EndAt(now, &c, Success, Signal{}, 0)
+				}
+				if a, b := level(viaDo), level(byHand); a != b {
+					t.Fatalf("call %d (first attempt fails: %v): Do leaves %v tokens, EndAt %v", i, failFirst, a, b)
+				}
+			}
+		})
 	}
 }
 

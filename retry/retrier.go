@@ -26,6 +26,15 @@ type Retrier struct {
 	p        Policy
 	throttle backoff.Policy
 	budget   budget.Budget
+	// bucket is budget when it is a *budget.TokenBucket (the presets'
+	// kind), nil otherwise: the hot paths call its methods directly,
+	// where the compiler can inline them (BeginAt is empty), instead of
+	// through the interface.
+	bucket *budget.TokenBucket
+	// plainEnd: a successful attempt's EndAt has nothing to do but reward
+	// bucket (non-nil, no breaker, no hooks) unless it learns the
+	// attempt's time. Decided once in New.
+	plainEnd bool
 	chain    Chain
 	unknown  Class // the class of an error nobody knows
 	breaker  *breaker.Breaker
@@ -201,6 +210,8 @@ func New(p Policy, opts ...Option) (*Retrier, error) {
 		}
 		r.budget = b
 	}
+	r.bucket, _ = r.budget.(*budget.TokenBucket)
+	r.plainEnd = r.bucket != nil && r.breaker == nil && !r.hasHooks
 	if r.dials == nil {
 		r.dials = new(killswitch.Dials)
 	}
@@ -271,7 +282,7 @@ type Decision struct {
 // when neither the budget nor learning needs it); attempt latency is then
 // not measured.
 func (r *Retrier) StartAt(now, deadline time.Time) Call {
-	r.budget.BeginAt(now)
+	r.budget.BeginAt(now) // not r.begin: StartAt must stay small enough to inline
 	return Call{attempt: 1, deadline: deadline, started: now, first: now}
 }
 
@@ -283,14 +294,13 @@ func (r *Retrier) StartContext(ctx context.Context, now, deadline time.Time) Cal
 	return Call{attempt: 1, deadline: deadline, started: now, first: now, ctx: ctx}
 }
 
-// startInto is StartContext without a deadline, filling a zero Call in
-// place (see DoValue).
-func (r *Retrier) startInto(c *Call, ctx context.Context, now time.Time) {
+// begin is r.budget.BeginAt(now), directly for a token bucket.
+func (r *Retrier) begin(now time.Time) {
+	if r.bucket != nil {
+		r.bucket.BeginAt(now)
+		return
+	}
 	r.budget.BeginAt(now)
-	c.attempt = 1
-	c.started = now
-	c.first = now
-	c.ctx = ctx
 }
 
 // event runs the OnEvent hook, if any, with the call's context.
@@ -387,18 +397,24 @@ func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64
 		r.breakerEnd(now, c, cls)
 	}
 	// Tell the budget how the attempt ended.
+	o := budget.Ignore
 	switch {
 	case cls == Success:
-		r.budget.EndAt(now, budget.Success, c.ticket)
+		o = budget.Success
 	case cls.Retryable():
-		r.budget.EndAt(now, budget.Failure, c.ticket)
-	default:
-		r.budget.EndAt(now, budget.Ignore, c.ticket)
+		o = budget.Failure
+	}
+	if r.bucket != nil {
+		r.bucket.EndAt(now, o, c.ticket) // a direct call, not through the interface
+	} else {
+		r.budget.EndAt(now, o, c.ticket)
 	}
 	// The attempt's duration is read only by learning and the hooks;
 	// time.Time.Sub is not free, so it is not taken without them.
 	var took time.Duration
-	if (r.p.LearnAttemptTime || r.hasHooks) && !c.started.IsZero() && !now.IsZero() {
+	// now first: a shell that did not read the clock passes the zero Time,
+	// and c.started, just written, is then not read back.
+	if (r.p.LearnAttemptTime || r.hasHooks) && !now.IsZero() && !c.started.IsZero() {
 		took = now.Sub(c.started)
 	}
 	if cls == Success {
@@ -525,13 +541,17 @@ func (r *Retrier) FinishAt(now time.Time, c *Call, cls Class) {
 	if r.breaker != nil {
 		r.breakerEnd(now, c, cls)
 	}
+	o := budget.Ignore
 	switch {
 	case cls == Success:
-		r.budget.EndAt(now, budget.Success, c.ticket)
+		o = budget.Success
 	case cls.Retryable():
-		r.budget.EndAt(now, budget.Failure, c.ticket)
-	default:
-		r.budget.EndAt(now, budget.Ignore, c.ticket)
+		o = budget.Failure
+	}
+	if r.bucket != nil {
+		r.bucket.EndAt(now, o, c.ticket) // a direct call, not through the interface
+	} else {
+		r.budget.EndAt(now, o, c.ticket)
 	}
 	c.ticket = budget.Ticket{}
 	if r.hasHooks {
