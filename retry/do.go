@@ -76,26 +76,53 @@ func (r *Retrier) do(ctx context.Context, fn func(context.Context) error) error 
 	if timed {
 		now = time.Now()
 	}
+	r.begin(now)
+	if r.breaker == nil {
+		// The first attempt, without a breaker to ask, needs no Call: a
+		// first attempt that succeeds and has nothing to teach is over
+		// once the bucket is rewarded (the ticket of a first attempt is
+		// the zero Ticket). The Call is built when something reads it.
+		err := r.try(ctx, fn)
+		if err == nil && r.plainEnd && (!timed || !r.p.LearnAttemptTime) {
+			r.bucket.EndAt(time.Time{}, budget.Success, budget.Ticket{})
+			return nil
+		}
+		var c Call
+		c.attempt, c.started, c.first, c.ctx = 1, now, now, ctx
+		return r.loop(ctx, fn, &c, now, timed, err, true)
+	}
 	// The Call is StartContext's without a deadline, filled in place, field
 	// by field: built by StartContext and copied, its 128 bytes were read
 	// back with 16-byte loads from 8-byte stores just made, which the CPU
 	// cannot forward (28 % of the success path's CPU profile samples on
-	// amd64); and filled here rather than by a method, which would be a
-	// call (too big to inline).
-	r.begin(now)
+	// amd64).
 	var c Call
 	c.attempt, c.started, c.first, c.ctx = 1, now, now, ctx
+	return r.loop(ctx, fn, &c, now, timed, nil, false)
+}
+
+// try makes one attempt: fn, bounded by the policy's AttemptTimeout if it
+// has one.
+func (r *Retrier) try(ctx context.Context, fn func(context.Context) error) error {
+	if r.p.AttemptTimeout <= 0 {
+		return fn(ctx) // attempt's case without a timeout, without its call
+	}
+	return attempt(ctx, r.p.AttemptTimeout, fn)
+}
+
+// loop is do from the Call's current attempt on: it makes the attempt
+// (unless tried: the attempt was made and ended with err), then ends it and
+// retries as the policy says, until the call succeeds or gives up.
+func (r *Retrier) loop(ctx context.Context, fn func(context.Context) error, c *Call, now time.Time, timed bool, err error, tried bool) error {
 	var last error // the previous attempt's error
 	for {
-		if r.breaker != nil && !r.AllowAt(now, &c) {
-			return r.GiveUp(&c, ErrBreakerOpen, last)
+		if !tried {
+			if r.breaker != nil && !r.AllowAt(now, c) {
+				return r.GiveUp(c, ErrBreakerOpen, last)
+			}
+			err = r.try(ctx, fn)
 		}
-		var err error
-		if r.p.AttemptTimeout <= 0 {
-			err = fn(ctx) // attempt's case without a timeout, without the call
-		} else {
-			err = attempt(ctx, r.p.AttemptTimeout, fn)
-		}
+		tried = false
 		if err == nil {
 			var end time.Time
 			if timed {
@@ -106,7 +133,7 @@ func (r *Retrier) do(ctx context.Context, fn func(context.Context) error) error 
 				// to learn from an attempt that was not timed).
 				r.bucket.EndAt(end, budget.Success, c.ticket)
 			} else {
-				r.EndAt(end, &c, Success, Signal{}, 0)
+				r.EndAt(end, c, Success, Signal{}, 0)
 			}
 			return nil
 		}
@@ -123,16 +150,16 @@ func (r *Retrier) do(ctx context.Context, fn func(context.Context) error) error 
 		if dl, ok := ctx.Deadline(); ok {
 			c.deadline = dl
 		}
-		d := r.EndAt(end, &c, cls, signalOf(err), r.rand())
+		d := r.EndAt(end, c, cls, signalOf(err), r.rand())
 		if !d.Retry {
-			return r.GiveUp(&c, d.Reason, err)
+			return r.GiveUp(c, d.Reason, err)
 		}
 		if !wait(ctx, d.Delay) {
-			r.AbandonAt(time.Now(), &c)
-			return r.GiveUp(&c, ErrCanceled, fmt.Errorf("%w; then, waiting to retry: %w", err, context.Cause(ctx)))
+			r.AbandonAt(time.Now(), c)
+			return r.GiveUp(c, ErrCanceled, fmt.Errorf("%w; then, waiting to retry: %w", err, context.Cause(ctx)))
 		}
 		now = time.Now()
-		r.NextAt(now, &c)
+		r.NextAt(now, c)
 		last = err
 	}
 }
