@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/killswitch"
@@ -67,9 +68,45 @@ func middlewares(tb testing.TB) []struct {
 		wrap func(http.Handler) http.Handler
 	}{
 		{"bare", func(h http.Handler) http.Handler { return h }},
+		{"floor", floorWrap},
 		{"stormguard", mustServer(tb, httpx.ServerConfig{}).Wrap},
 	}
 }
+
+// floorWrap is the floor of target 5 (issue 16): the least a middleware
+// can do that gives the handler a real deadline context and takes a real
+// latency sample, as httpx's does, and nothing else: one allocation
+// holding the context (a deadline.Bound, initialised from the request's
+// context as httpx initialises it) and a status-recording writer, net/http's
+// copy of the request to carry the context, two readings of the monotonic
+// clock, the cancel. No header is read and no admission decided.
+func floorWrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		x := &floorExchange{w: floorWriter{ResponseWriter: w}}
+		x.ctx.Init(r.Context(), start.Add(time.Second), 1, wire.DefaultCriticality)
+		next.ServeHTTP(&x.w, r.WithContext(&x.ctx))
+		floorSink += time.Since(start)
+		x.ctx.Cancel()
+	})
+}
+
+// floorExchange is floorWrap's one allocation, as httpx's exchange is.
+type floorExchange struct {
+	ctx deadline.Bound
+	w   floorWriter
+}
+
+// floorWriter records the status, as httpx's statusWriter does.
+type floorWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *floorWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
+
+// floorSink keeps the floor's latency sample alive.
+var floorSink time.Duration
 
 // BenchmarkMiddleware serves a trivial handler over a real loopback server
 // to keep-alive clients, bare and behind the middleware, and reports
