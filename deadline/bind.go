@@ -202,6 +202,9 @@ func (b *Bound) end(err error) {
 	if stop != nil {
 		stop()
 	}
+	if len(funcs) == 0 {
+		return // the common case: ranging over the nil map still costs an iterator's set-up
+	}
 	for a := range funcs {
 		a.f()
 	}
