@@ -61,6 +61,13 @@ type Config struct {
 	// to sheddable to rank every request alike (they then run, and
 	// propagate, as sheddable).
 	MaxCriticality wire.Criticality `json:"max_criticality,omitempty" yaml:"max_criticality,omitempty"`
+	// RejectAtLimit refuses a request that finds the concurrency limit
+	// reached at once, as InstanceOverloaded (reason queue-full: there is no
+	// queue), instead of queueing it; Queue is then not used [false]. A
+	// server whose own worker pool queues (the simulator's services without
+	// a policy file's server block) or whose callers prefer to try another
+	// instance at once sets it.
+	RejectAtLimit bool `json:"reject_at_limit,omitempty" yaml:"reject_at_limit,omitempty"`
 	// Supersede turns request supersession on for requests that carry an
 	// idempotency key (see the package documentation); nil, the default,
 	// leaves it off and the gate ignores keys. An empty block

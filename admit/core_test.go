@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/admit"
+	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/shed"
 )
 
-// TestCoreDecisions drives an admit.Core with virtual time, as the
+// TestCoreDecisions drives an admit.Core's steps with virtual time, as the
 // simulator does: arrivals (a number, at a time in ms, with an attempt
-// number) and releases; after each step the queue's expiries and the freed
-// slots are handed on, as the gate's dispatch does. Each request's fate is
-// logged.
+// number), releases, and the queue's timer when it falls due; the actions
+// are logged.
 func TestCoreDecisions(t *testing.T) {
 	type step struct {
 		at      int // ms
@@ -57,73 +57,63 @@ func TestCoreDecisions(t *testing.T) {
 			log := func(now time.Time, i int, what string) {
 				got = append(got, fmt.Sprintf("%v r%d %s", now.Sub(epoch), i, what))
 			}
-			held := map[int]admit.Entry{}
-			permits := map[int]func(time.Time){}
-			dispatch := func(now time.Time) {
-				for {
-					i, why, ok := c.ExpireAt(now)
-					if !ok {
-						break
+			type held struct {
+				p  limit.Permit
+				dl time.Time
+			}
+			running := map[int]held{}
+			entries := map[int]admit.Entry{}
+			var timer time.Time // the armed timer; zero: none
+			exec := func(now time.Time, acts []admit.Action[int]) {
+				for _, a := range acts {
+					switch a.Kind {
+					case admit.Start:
+						running[a.H] = held{a.Permit, entries[a.H].Deadline}
+						log(now, a.H, "admitted")
+					case admit.Respond:
+						if d := c.Resolve(a.Decision); d.Reason != 0 || d.Answer == admit.InstanceOverloaded {
+							log(now, a.H, fmt.Sprintf("%v (%v)", d.Answer, d.Reason))
+						} else {
+							log(now, a.H, d.Answer.String())
+						}
+					case admit.Wait:
+						log(now, a.H, "queued")
+					case admit.Arm:
+						timer = a.At
+					case admit.Disarm:
+						timer = time.Time{}
 					}
-					d := c.Drop(why, true)
-					log(now, i, d.Answer.String())
-				}
-				for {
-					it, p, why, ok := c.GrantAt(now)
-					if !ok {
-						break
-					}
-					if why != shed.None {
-						log(now, it.Payload, c.Drop(why, true).Answer.String())
-						continue
-					}
-					c.Admitted()
-					e := held[it.Payload]
-					permits[it.Payload] = func(at time.Time) { c.ReleaseAt(at, p, e.Deadline, false, admit.Succeeded) }
-					log(now, it.Payload, "admitted")
 				}
 			}
 			for _, s := range tc.steps {
-				// Time passes: what falls due before the step is handed on
-				// at its time, as the gate's timer does.
-				for {
-					next, ok := c.NextExpiry()
-					if !ok || !next.Before(at(s.at)) {
-						break
-					}
-					dispatch(next)
+				// Time passes: the timer fires before the step, as the
+				// gate's does.
+				for !timer.IsZero() && timer.Before(at(s.at)) {
+					now := timer
+					timer = time.Time{}
+					exec(now, c.TickAt(now))
 				}
 				now := at(s.at)
 				if s.arrive == 0 {
-					permits[s.release](now)
-					dispatch(now)
+					h := running[s.release]
+					delete(running, s.release)
+					if _, handOn := c.ReleaseAt(now, &h.p, h.dl, false, admit.Succeeded); handOn {
+						exec(now, c.DispatchAt(now))
+					}
 					continue
 				}
 				r := admit.Request{Attempt: max(s.attempt, 1)}
-				c.Arrive(r)
-				e, d, ok := c.CheckAt(now, r, time.Time{})
-				if !ok {
-					log(now, s.arrive, d.Answer.String())
-					continue
+				var in admit.Entered
+				step := c.EnterAt(now, &r, time.Time{}, false, nil, &in)
+				entries[s.arrive] = in.Entry
+				switch step {
+				case admit.Go:
+					exec(now, []admit.Action[int]{{Kind: admit.Start, H: s.arrive, Permit: in.Permit}})
+				case admit.Stop:
+					exec(now, []admit.Action[int]{{Kind: admit.Respond, H: s.arrive, Decision: in.Decision}})
+				default:
+					exec(now, c.QueueAt(now, s.arrive, in.Entry, nil))
 				}
-				held[s.arrive] = e
-				if p, ok := c.AcquireAt(now); ok {
-					c.Admitted()
-					permits[s.arrive] = func(at time.Time) { c.ReleaseAt(at, p, e.Deadline, false, admit.Succeeded) }
-					log(now, s.arrive, "admitted")
-					continue
-				}
-				adm, d := c.PushAt(now, s.arrive, e)
-				if !adm.Admitted() {
-					log(now, s.arrive, fmt.Sprintf("%v (%v)", d.Answer, d.Reason))
-				} else {
-					log(now, s.arrive, "queued")
-				}
-				if adm.HasVictim() {
-					d := c.Drop(adm.VictimReason, true)
-					log(now, adm.Victim.Payload, fmt.Sprintf("%v (%v)", d.Answer, d.Reason))
-				}
-				dispatch(now)
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("got  %q\nwant %q", got, tc.want)

@@ -7,13 +7,18 @@
 // metadata into a [Request], and map a [Decision] to a status code and
 // headers, or a gRPC code and trailers.
 //
-// The gate's decisions are a deterministic [Core] (time as an argument),
-// built on the deterministic cores ([limit.Limiter], [shed.Queue]); the
-// Gate is a shell over it that adds what production needs around it: a
-// mutex, a channel per waiting request, one timer for the whole queue, the
-// kill switch ([killswitch.Dials]) and supersession. The simulator drives
-// the same Core with virtual time (a scenario's service that references a
-// policy file's server block). It imports neither net/http nor gRPC.
+// Every decision of the gate, and their order, is a deterministic [Core]
+// (time and the kill switch's random draw as arguments), built on the
+// deterministic cores ([limit.Limiter], [shed.Queue], [supersede.Table],
+// [killswitch.Dials]): its steps take an event (an arrival, a release, a
+// caller that leaves, the queue's timer) and return the actions that carry
+// it out, as raft's Step and Ready do. The Gate is a shell that only
+// executes them, with what production needs around it: a mutex, a channel
+// per waiting request, one timer for the whole queue, contexts and the
+// wall clock. The simulator executes the same actions in virtual time, for
+// every simulated service (one that references a policy file's server
+// block gets that block; the others the scenario's own admission, as an
+// admit.Config). The package imports neither net/http nor gRPC.
 //
 // # A request's way through
 //
@@ -30,7 +35,9 @@
 //     request goes through supersession first (see below), which may answer
 //     it without running it.
 //  5. If nobody is queued and fewer than the limit are running, it is
-//     admitted at once. Otherwise it waits in the queue, ranked by its
+//     admitted at once. Otherwise, with Config.RejectAtLimit, it is refused
+//     at once ([InstanceOverloaded], [ShedQueueFull]); else it waits in
+//     the queue, ranked by its
 //     attempt number and criticality (the caller's claim, lowered to
 //     Config.MaxCriticality, critical by default, unless the shell vouches
 //     for the caller). The queue may refuse it or later give it up (full,
@@ -68,10 +75,14 @@
 // So a person's five taps cost one unit of work: the queue holds one
 // request per key, however often it is sent, and a request already running
 // is not run again. The newest request keeps the oldest's place, so a
-// person who keeps tapping is not sent to the back each time. A twin that
-// ends with nothing to replay (see [Ticket.ReleaseWith]) sends its waiters
-// through the gate again. A waiter whose caller leaves takes itself off the
-// list ([Canceled], or [Expired] by its deadline).
+// person who keeps tapping is not sent to the back each time. A twin's
+// response is replayed to its waiters only when the twin completed for a
+// caller that was still waiting: it did not panic, its deadline had not
+// passed and its caller had not left (see [Ticket.ReleaseWith]). Otherwise,
+// or when its shell kept nothing to replay, the waiters go through the
+// gate again, in the order they came: the first runs, the others join it.
+// A waiter whose caller leaves takes itself off the list ([Canceled], or
+// [Expired] by its deadline).
 //
 // Memory is bounded: at most MaxKeys keys (a request with a new key when
 // the table is full is served as if it had none), MaxWaiters waiters a key,
@@ -112,13 +123,17 @@
 //
 // # Concurrency
 //
-// A Gate is safe for concurrent use. The queue is guarded by a mutex; each
-// waiting request blocks on a channel of its own, to which exactly one grant
-// is sent under the mutex when it leaves the queue (unless it removes
-// itself); queue timeouts and deadlines are enforced by one time.Timer for
-// the whole queue, whose function takes the mutex itself. No goroutine is
-// started per request, and no callback (ServiceSaturated, OnQueueWait,
-// OnRefuse, Throttle) runs under the mutex. The refusal paths allocate
-// nothing; a request whose key supersession tracks allocates its waiter and
-// its key's hash.
+// A Gate is safe for concurrent use. The core's first step for an arrival
+// ([Core.EnterAt]) and the release of a request nobody may join
+// ([Core.ReleaseAt]) run without a lock (the limiter and the counters are
+// atomic, and the core keeps an atomic copy of the queue's length); every
+// other step runs under a mutex. Each waiting request blocks on a channel
+// of its own, to which exactly one grant is sent under the mutex when an
+// action starts or answers it (unless it takes itself out first); queue
+// timeouts and deadlines are enforced by one time.Timer for the whole
+// queue, which the actions set, and whose function takes the mutex itself.
+// No goroutine is started per request, and no callback (ServiceSaturated,
+// OnQueueWait, OnRefuse, Throttle) runs under the mutex. The refusal paths
+// allocate nothing; a request whose key supersession tracks allocates its
+// waiter.
 package admit

@@ -121,35 +121,52 @@ func (st Stats) Started() uint64 {
 	return st.Goodput + st.Failed + st.Wasted + uint64(max(st.InFlight, 0))
 }
 
-// counters are a Gate's metrics, updated with atomics.
+// counters are a core's metrics. A core shared by goroutines (a Gate's)
+// updates them with atomics; one that runs on one goroutine (the
+// simulator's, OneGoroutine) with plain adds. Stats reads them atomically.
 type counters struct {
-	arrived atomic.Uint64
-	retries atomic.Uint64
-	started atomic.Uint64 // admitted; those in flight are started − goodput − failed − wasted
-	goodput atomic.Uint64
-	failed  atomic.Uint64
-	wasted  atomic.Uint64
-	expired atomic.Uint64
-	// wastedLate and expiredQueued count subsets of wasted and expired:
-	// a request adds to its total first, and Stats reads the subset first,
-	// so that a snapshot never has more in a subset than in its total.
-	wastedLate    atomic.Uint64
-	expiredQueued atomic.Uint64
-	canceled      atomic.Uint64
-	superseded    atomic.Uint64
-	joined        atomic.Uint64
-	joining       atomic.Int64 // a gauge
-	shed          [NumShedReasons]atomic.Uint64
+	_       [0]atomic.Uint64 // 64-bit alignment, for the atomics on 32-bit platforms
+	arrived uint64
+	retries uint64
+	started uint64 // admitted; those in flight are started − the sum of fates
+	// fates counts the admitted requests that ended, by Fate: wasted work
+	// is fates[FateWasted] + fates[FateWastedLate].
+	fates   [numFates]uint64
+	expired uint64
+	// expiredQueued counts a subset of expired: a request adds to the total
+	// first, and Stats reads the subset first, so that a snapshot never has
+	// more in the subset than in its total.
+	expiredQueued uint64
+	canceled      uint64
+	superseded    uint64
+	joined        uint64
+	joining       int64 // a gauge
+	shed          [NumShedReasons]uint64
 }
 
-// Stats returns a snapshot of the gate's counters. The counters are read
-// one by one, so a snapshot taken while requests run may be off by the
-// requests in progress.
-func (g *Gate) Stats() Stats {
-	st := g.core.counterStats()
-	g.mu.Lock()
-	st.Queued = g.core.q.Len()
-	st.Queue = g.core.q.Stats()
-	g.mu.Unlock()
-	return st
+// inc adds one to a counter of c.
+func (c *Core[T]) inc(x *uint64) {
+	if c.one {
+		*x++
+		return
+	}
+	atomic.AddUint64(x, 1)
+}
+
+// dec takes one from a counter of c.
+func (c *Core[T]) dec(x *uint64) {
+	if c.one {
+		*x--
+		return
+	}
+	atomic.AddUint64(x, ^uint64(0))
+}
+
+// joiningAdd adds d to the joining gauge.
+func (c *Core[T]) joiningAdd(d int64) {
+	if c.one {
+		c.c.joining += d
+		return
+	}
+	atomic.AddInt64(&c.c.joining, d)
 }

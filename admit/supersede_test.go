@@ -108,15 +108,21 @@ func TestSupersedeReplayRule(t *testing.T) {
 		outcome    admit.Outcome
 		result     any
 		callerLeft bool
+		late       bool // its deadline passed before it ended
 		wantReplay bool
 	}{
-		{"success", admit.Succeeded, "r", false, true},
-		{"a failure while its caller waited", admit.Failed, "r", false, true},
-		{"an overload failure", admit.FailedOverload, "r", false, true},
-		{"nothing kept", admit.Succeeded, nil, false, false},
-		{"panicked", admit.Panicked, "r", false, false},
-		{"its caller left and it failed", admit.Failed, "r", true, false},
-		{"its caller left and it succeeded anyway", admit.Succeeded, "r", true, true},
+		{"success", admit.Succeeded, "r", false, false, true},
+		{"a failure while its caller waited", admit.Failed, "r", false, false, true},
+		{"an overload failure", admit.FailedOverload, "r", false, false, true},
+		{"nothing kept", admit.Succeeded, nil, false, false, false},
+		{"panicked", admit.Panicked, "r", false, false, false},
+		{"its caller left and it failed", admit.Failed, "r", true, false, false},
+		// A handler that returns when its context ends answers an implicit
+		// 200 (or a 499, a gRPC CANCELED): nobody waited for it.
+		{"its caller left and it succeeded anyway", admit.Succeeded, "r", true, false, false},
+		// Its own short deadline passed: its handler's 408 (or DEADLINE
+		// EXCEEDED) was for a caller that had given up.
+		{"its deadline passed and it succeeded anyway", admit.Succeeded, "r", false, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,13 +130,20 @@ func TestSupersedeReplayRule(t *testing.T) {
 				g := supGate(t, 4, admit.SupersedeConfig{})
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				twin, _ := g.Admit(ctx, time.Now(), keyed("k"))
+				first := keyed("k")
+				if tt.late {
+					first.Timeout, first.HasTimeout = 50*time.Millisecond, true
+				}
+				twin, _ := g.Admit(ctx, time.Now(), first)
 				a := admitAsync(g, context.Background(), keyed("k"))
 				synctest.Wait()
 				b := admitAsync(g, context.Background(), keyed("k"))
 				synctest.Wait()
 				if tt.callerLeft {
 					cancel()
+				}
+				if tt.late {
+					time.Sleep(100 * time.Millisecond)
 				}
 				twin.ReleaseWith(ctx, time.Now(), tt.outcome, tt.result)
 				if tt.wantReplay {

@@ -23,7 +23,7 @@ type Ticket struct {
 	deadline time.Time
 	attempt  int
 	crit     wire.Criticality
-	wt       *waiter // a request whose key the supersession table holds; else nil
+	ref      Ref // the core's reference to a request whose key the supersession table may hold
 }
 
 // Deadline returns the request's deadline: the earliest of arrival +
@@ -74,7 +74,7 @@ const (
 // carries an idempotency key the gate tracks (Config.Supersede is set). Its
 // shell then keeps a replayable copy of the response and passes it to
 // [Ticket.ReleaseWith], so that those requests are answered with it.
-func (t Ticket) Joinable() bool { return t.wt != nil }
+func (t Ticket) Joinable() bool { return t.ref.Keyed() }
 
 // Release ends the request's hold on its slot at now, the time its work
 // ended, counts it and, if requests are waiting, hands the slot on. ctx is
@@ -88,29 +88,33 @@ func (t Ticket) Release(ctx context.Context, now time.Time, o Outcome) {
 
 // ReleaseWith is [Ticket.Release] for a request that others may have
 // joined ([Ticket.Joinable]): they are answered with result, the shell's
-// record of the response, as their [Decision].Result (Joined). They go
-// through the gate again instead (the first of them to arrive runs, the
-// others join it) when there is nothing fit to replay:
-//
-//	result is nil (no response kept: too large, a hijacked connection)
-//	the work panicked
-//	its caller went away before it ended, and it did not succeed
-//	(its handler most likely gave up because its context ended)
-//
+// record of the response, as their [Decision].Result (Joined), only when
+// the request completed for a caller that was still waiting (see
+// [Core.EndAt]): result not nil, the work did not panic, its deadline had
+// not passed and its context had not ended. Otherwise they go through the
+// gate again (the first of them runs, the others join it): a response its
+// own caller did not wait for (an empty 200 of a handler that returned
+// when its context ended, a 499, a 408, a gRPC CANCELED) is never replayed.
 // For a request nobody may join, result is ignored.
 func (t Ticket) ReleaseWith(ctx context.Context, now time.Time, o Outcome, result any) {
 	g := t.g
 	if g == nil {
 		return
 	}
-	if t.wt != nil {
-		if o == Panicked || ctx.Err() != nil && o != Succeeded && o != SucceededUntimed {
-			result = nil
-		}
+	gone := ctx.Err() != nil
+	if t.ref.Keyed() {
 		g.mu.Lock()
-		g.endKeyedLocked(now, t.wt, result)
+		_, acts := g.core.EndAt(now, t.ref, &t.permit, t.deadline, gone, o, result)
+		g.execLocked(acts, nil)
+		g.mu.Unlock()
+		return
+	}
+	if _, handOn := g.core.ReleaseAt(now, &t.permit, t.deadline, gone, o); handOn {
+		// The release above and this load pair with EnterAt's acquire and
+		// the queue length a locked step stores: one of the two sides sees
+		// the other, so a freed slot never goes unnoticed by a waiter.
+		g.mu.Lock()
+		g.execLocked(g.core.DispatchAt(time.Now()), nil)
 		g.mu.Unlock()
 	}
-	g.core.ReleaseAt(now, t.permit, t.deadline, ctx.Err() != nil, o)
-	g.handOn()
 }

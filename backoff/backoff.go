@@ -144,6 +144,19 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
+// Random reports whether Delay reads its sample u: true for the jittered
+// kinds (full-jitter, equal-jitter, decorrelated-jitter, proportional),
+// false for none, constant and exponential, whose delays do not depend on
+// it. A caller whose u costs something (a simulator's draw from a seeded
+// stream) may skip it when false.
+func (p Policy) Random() bool {
+	switch p.Kind {
+	case None, Constant, Exponential:
+		return false
+	}
+	return true
+}
+
 // Window returns w = min(Cap, Base × Multiplier^(n−1)), the un-jittered
 // exponential delay before retry n (n ≥ 1; n < 1 is treated as 1).
 func (p Policy) Window(n int) time.Duration {

@@ -174,3 +174,35 @@ func ExamplePolicy_Delay() {
 	// 1s 2s 4s 8s
 	// 100ms
 }
+
+// TestRandom holds Random to Delay: a kind that does not read u gives the
+// same delay for every u, one that does gives different delays for some.
+func TestRandom(t *testing.T) {
+	tests := []struct {
+		p    Policy
+		want bool
+	}{
+		{Policy{Kind: None}, false},
+		{Policy{Kind: Constant, Base: 100 * ms}, false},
+		{Policy{Kind: Exponential, Base: 100 * ms, Cap: 10 * s}, false},
+		{Policy{Kind: FullJitter, Base: 100 * ms, Cap: 10 * s}, true},
+		{Policy{Kind: EqualJitter, Base: 100 * ms, Cap: 10 * s}, true},
+		{Policy{Kind: DecorrelatedJitter, Base: 100 * ms, Cap: 10 * s}, true},
+		{Policy{Kind: Proportional, Base: 100 * ms, Cap: 10 * s, Jitter: 0.2}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.p.Kind.String(), func(t *testing.T) {
+			if got := tt.p.Random(); got != tt.want {
+				t.Fatalf("Random() = %v, want %v", got, tt.want)
+			}
+			varies := false
+			for n := 1; n <= 5; n++ {
+				lo, hi := tt.p.Delay(n, 300*ms, 0.1), tt.p.Delay(n, 300*ms, 0.9)
+				varies = varies || lo != hi
+			}
+			if varies != tt.want {
+				t.Errorf("Delay varies with u: %v; Random() says %v", varies, tt.want)
+			}
+		})
+	}
+}

@@ -11,14 +11,21 @@
 // that would have succeeded, while a budget keeps serving them; a total
 // failure is what a breaker is for.
 //
+// A breaker may instead stop retries only ([StopsRetries], Brooker 2022):
+// open, it refuses retries and hedges while first tries go through, so a
+// partial failure costs the share that fails and the load on the
+// dependency is never more than the first tries.
+//
 // The protocol, for every call:
 //
 //	p, ok := b.AllowAt(now)   may the call start? if not, do not send it
 //	b.EndAt(now, p, outcome)  the call ended: Success, Failure or Ignore
 //
-// Every granted AllowAt is followed by exactly one EndAt (Ignore for a
+// with [Breaker.AllowFirstAt] in place of AllowAt for a request's first
+// try. Every granted AllowAt is followed by exactly one EndAt (Ignore for a
 // call that was never sent). Which results are failures is the caller's
-// choice; package retry maps its classes (see retry.WithBreaker).
+// choice; package retry maps its classes and tells first tries from retries
+// (see retry.WithBreaker).
 //
 // The presets ([Preset]), as plain data:
 //
@@ -27,6 +34,9 @@
 //	gobreaker   consecutive  6 failures in a row              60 s         1 probe, 1 success closes
 //	rate        rate         ≥ 50 % of ≥ 20 calls in 10 s     5 s ± 20 %   3 probes, 3 successes close
 //	stormguard  consecutive  5 failures in a row              5 s ± 20 %   1 probe, 2 successes close
+//
+// Every preset stops calls; Brooker's breaker is a preset with Stops set
+// to [StopsRetries], such as the rate preset opening at 10 % failures.
 package breaker
 
 import (
@@ -117,6 +127,23 @@ func (p Permit) Probe() bool { return p.probe }
 // Results of calls allowed before the last change of state are ignored:
 // they describe the dependency as it was.
 //
+// Stopping retries only ([StopsRetries]). The breaker opens by the same
+// rule (failures in a row, or the rate over the window), from the results
+// of every attempt, first tries and retries. Open, it refuses retries:
+// AllowAt refuses, and AllowFirstAt grants every first try, whose result
+// counts: in consecutive mode the successes in a row since it opened (a
+// failure resets them to 0), in rate mode the window, which opening
+// cleared. It never becomes half-open. At the first EndAt at or after the
+// end of the open period (drawn as above) at which those first tries show
+// the dependency healthy, it closes (counters and window cleared):
+// consecutive mode, the last Successes of them succeeded; rate mode, the
+// window holds at least MinCalls of them and less than FailureRate of
+// those failed. Until then it stays open, however long that is: with no
+// first tries there is nothing to retry. AllowFirstAt of a breaker that
+// stops calls is AllowAt. So, under a partial failure where a fifth of the
+// answers are errors, a breaker opening at a 10 % rate refuses 4 calls in 5
+// that would have succeeded if it stops calls, and none if it stops retries.
+//
 // Times are compared by their wall-clock reading (UnixNano), which virtual
 // time and the wall clock share. AllowAt and EndAt may be given the zero
 // Time when [Breaker.NeedsClock] is false and the caller did not read the
@@ -136,8 +163,8 @@ func (p Permit) Probe() bool { return p.probe }
 //	the probe succeeds               half-open  1 success of 2
 //	AllowAt → a probe, it succeeds   closed     0
 //
-// A Breaker is safe for concurrent use. Closed, the path is one atomic load
-// to allow and, in consecutive mode, one atomic load to record a success
+// A Breaker is safe for concurrent use. Closed (and open, for the first
+// tries of one that stops retries), the path is one atomic load to allow and, in consecutive mode, one atomic load to record a success
 // (one compare-and-swap in rate mode); it allocates nothing. Changes of state
 // take a mutex, never held across a call out: the state-change hook runs
 // after it is released. Build one with [New]; the zero Breaker is not
@@ -145,6 +172,7 @@ func (p Permit) Probe() bool { return p.probe }
 type Breaker struct {
 	s        Spec
 	rate     bool
+	retries  bool // stops retries only
 	failures int64
 	minCalls uint64
 	ratePPM  uint64 // FailureRate in millionths
@@ -155,6 +183,7 @@ type Breaker struct {
 
 	word      atomic.Uint64 // gen<<2 | state
 	fails     atomic.Int64  // consecutive failures (closed, consecutive mode)
+	oks       atomic.Int64  // successes in a row since it opened (open, stops retries, consecutive mode)
 	openUntil atomic.Int64  // end of the open period, UnixNano
 	buckets   []atomic.Uint64
 
@@ -190,6 +219,7 @@ func New(s Spec, opts ...Option) (*Breaker, error) {
 	b := &Breaker{
 		s:        s,
 		rate:     s.Mode == Rate,
+		retries:  s.Stops == StopsRetries,
 		failures: int64(s.Failures),
 		minCalls: uint64(s.MinCalls),
 		ratePPM:  uint64(math.Round(s.FailureRate * 1e6)),
@@ -221,7 +251,8 @@ func MustNew(s Spec, opts ...Option) *Breaker {
 func (b *Breaker) Spec() Spec { return b.s }
 
 // State returns the state now. An open breaker whose open period has passed
-// reports Open until a call asks (AllowAt moves it to half-open).
+// reports Open until a call asks (AllowAt moves it to half-open; one that
+// stops retries closes when an EndAt shows the dependency healthy).
 func (b *Breaker) State() State { return State(b.word.Load() & 3) }
 
 // NeedsClock reports whether AllowAt and EndAt must be given the time now:
@@ -235,7 +266,7 @@ type Stats struct {
 	Opens     uint64 // changes to open (from closed or half-open)
 	HalfOpens uint64 // changes to half-open
 	Closes    uint64 // changes to closed
-	Refused   uint64 // calls refused
+	Refused   uint64 // calls refused (retries and hedges, for a breaker that stops retries only)
 }
 
 // Stats returns the state and the counters now.
@@ -245,14 +276,17 @@ func (b *Breaker) Stats() Stats {
 }
 
 // AllowAt reports whether a call may start at now; if ok, pass the permit
-// to EndAt when the call ends.
+// to EndAt when the call ends. For a breaker that stops retries the call is
+// a retry (or a hedge): refused while the breaker is open. Such a breaker
+// grants no probes, so a permit it grants for a retry that is then not made
+// may be dropped without an EndAt.
 func (b *Breaker) AllowAt(now time.Time) (Permit, bool) {
 	w := b.word.Load()
 	switch State(w & 3) {
 	case Closed:
 		return Permit{gen: uint32(w >> 2)}, true
 	case Open:
-		if now.IsZero() || now.UnixNano() < b.openUntil.Load() {
+		if b.retries || now.IsZero() || now.UnixNano() < b.openUntil.Load() {
 			b.refused.Add(1)
 			return Permit{}, false
 		}
@@ -271,7 +305,7 @@ func (b *Breaker) allowSlow(now time.Time) (Permit, bool) {
 		b.mu.Unlock()
 		return Permit{gen: uint32(w >> 2)}, true
 	case Open:
-		if now.IsZero() || now.UnixNano() < b.openUntil.Load() {
+		if b.retries || now.IsZero() || now.UnixNano() < b.openUntil.Load() {
 			b.mu.Unlock()
 			b.refused.Add(1)
 			return Permit{}, false
@@ -295,6 +329,16 @@ func (b *Breaker) allowSlow(now time.Time) (Permit, bool) {
 	return p, ok
 }
 
+// AllowFirstAt is AllowAt for the first try of a request. A breaker that
+// stops calls answers as AllowAt does; one that stops retries grants every
+// first try, open or closed, and counts its result (see [Breaker]).
+func (b *Breaker) AllowFirstAt(now time.Time) (Permit, bool) {
+	if !b.retries {
+		return b.AllowAt(now)
+	}
+	return Permit{gen: uint32(b.word.Load() >> 2)}, true
+}
+
 // EndAt records how the call of permit p ended, at now.
 func (b *Breaker) EndAt(now time.Time, p Permit, o Outcome) {
 	w := b.word.Load()
@@ -303,6 +347,12 @@ func (b *Breaker) EndAt(now time.Time, p Permit, o Outcome) {
 	}
 	if p.probe {
 		b.endProbe(now, p, o)
+		return
+	}
+	if State(w&3) == Open {
+		// Only a breaker that stops retries grants a call while open:
+		// a first try, from which it learns when to close.
+		b.endOpen(now, p, o)
 		return
 	}
 	switch o {
@@ -314,12 +364,61 @@ func (b *Breaker) EndAt(now time.Time, p Permit, o Outcome) {
 		}
 	case Failure:
 		if b.rate {
-			if b.count(now, true) {
+			if b.overRate(b.count(now, true)) {
 				b.trip(now, p.gen, Closed)
 			}
 		} else if b.fails.Add(1) >= b.failures {
 			b.trip(now, p.gen, Closed)
 		}
+	}
+}
+
+// endOpen records the result of a first try that an open breaker that
+// stops retries let through, and closes the breaker if, the open period
+// over, the first tries since it opened show the dependency healthy.
+func (b *Breaker) endOpen(now time.Time, p Permit, o Outcome) {
+	if o == Ignore {
+		return
+	}
+	var ep uint64
+	switch {
+	case b.rate:
+		ep = b.count(now, o == Failure)
+	case o == Success:
+		b.oks.Add(1)
+	default:
+		b.oks.Store(0)
+	}
+	if now.IsZero() || now.UnixNano() < b.openUntil.Load() {
+		return
+	}
+	if b.rate {
+		calls, fails := b.sums(ep)
+		if calls < b.minCalls || fails*1e6 >= b.ratePPM*calls {
+			return
+		}
+	} else if b.oks.Load() < int64(b.s.Successes) {
+		return
+	}
+	b.mu.Lock()
+	w := b.word.Load()
+	if uint32(w>>2) != p.gen || State(w&3) != Open {
+		b.mu.Unlock()
+		return
+	}
+	b.setLocked(w, Closed)
+	b.clearLocked()
+	b.mu.Unlock()
+	b.changed(Open, Closed, now)
+}
+
+// clearLocked forgets what the breaker counted: the failures and successes
+// in a row and the window.
+func (b *Breaker) clearLocked() {
+	b.fails.Store(0)
+	b.oks.Store(0)
+	for i := range b.buckets {
+		b.buckets[i].Store(0)
 	}
 }
 
@@ -337,10 +436,7 @@ func (b *Breaker) endProbe(now time.Time, p Permit, o Outcome) {
 		b.okProbes++
 		if b.okProbes >= b.s.Successes {
 			b.setLocked(w, Closed)
-			b.fails.Store(0)
-			for i := range b.buckets {
-				b.buckets[i].Store(0)
-			}
+			b.clearLocked()
 			to = Closed
 		}
 	case Failure:
@@ -377,7 +473,11 @@ func (b *Breaker) openLocked(now time.Time, w uint64) {
 		until = 0 // no time given: the period counts from the epoch
 	}
 	b.openUntil.Store(until + int64(d))
-	b.fails.Store(0)
+	if b.retries {
+		b.clearLocked() // open, it counts the first tries from here
+	} else {
+		b.fails.Store(0)
+	}
 	b.setLocked(w, Open)
 }
 
@@ -412,9 +512,9 @@ const (
 	countMask  = 1<<18 - 1
 )
 
-// count adds a call that ended at now to the window; after a failure it
-// reports whether the window now opens the breaker.
-func (b *Breaker) count(now time.Time, failed bool) bool {
+// count adds a call that ended at now to the window and returns the
+// number of now's bucket (modulo 2²⁸).
+func (b *Breaker) count(now time.Time, failed bool) uint64 {
 	n := now.UnixNano() / b.width
 	ep := uint64(n) & epochMask
 	slot := &b.buckets[uint64(n)%uint64(len(b.buckets))]
@@ -436,10 +536,12 @@ func (b *Breaker) count(now time.Time, failed bool) bool {
 			break
 		}
 	}
-	if !failed {
-		return false
-	}
-	var calls, fails uint64
+	return ep
+}
+
+// sums returns the calls and the failures of the window whose last bucket
+// is ep.
+func (b *Breaker) sums(ep uint64) (calls, fails uint64) {
 	for i := range b.buckets {
 		v := b.buckets[i].Load()
 		if (ep-v>>epochShift)&epochMask < uint64(len(b.buckets)) {
@@ -447,5 +549,12 @@ func (b *Breaker) count(now time.Time, failed bool) bool {
 			fails += v & countMask
 		}
 	}
+	return calls, fails
+}
+
+// overRate reports whether the window whose last bucket is ep opens the
+// breaker: at least MinCalls calls, at least FailureRate of them failed.
+func (b *Breaker) overRate(ep uint64) bool {
+	calls, fails := b.sums(ep)
 	return calls >= b.minCalls && fails*1e6 >= b.ratePPM*calls
 }

@@ -24,9 +24,20 @@ type step struct {
 
 func run(t *testing.T, b *Breaker, steps []step) {
 	t.Helper()
+	runFirst(t, b, steps, nil)
+}
+
+// runFirst is run where first[i] says that step i is a request's first try
+// (AllowFirstAt), not a retry (AllowAt); nil: every step is AllowAt's.
+func runFirst(t *testing.T, b *Breaker, steps []step, first []bool) {
+	t.Helper()
 	for i, s := range steps {
 		now := t0.Add(ms(s.at))
-		p, ok := b.AllowAt(now)
+		allow := b.AllowAt
+		if first != nil && first[i] {
+			allow = b.AllowFirstAt
+		}
+		p, ok := allow(now)
 		if ok != s.allowed {
 			t.Fatalf("step %d (t=%dms): allowed = %v, want %v (state %v)", i, s.at, ok, s.allowed, b.State())
 		}
@@ -288,6 +299,8 @@ func TestSpecValidate(t *testing.T) {
 	}{
 		{Spec{}, ""},
 		{Spec{Mode: "sometimes"}, "mode"},
+		{Spec{Stops: StopsRetries}, ""},
+		{Spec{Stops: "first-tries"}, "stops"},
 		{Spec{Failures: -1}, "failures"},
 		{Spec{Failures: 2_000_000}, "failures"},
 		{Spec{FailureRate: 1.5}, "failure_rate"},
@@ -317,7 +330,7 @@ func TestSpecValidate(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	s := Spec{Probes: 3}.WithDefaults()
-	if s.Mode != Consecutive || s.Failures != 5 || s.Delay != 5*time.Second || *s.Jitter != 0.2 || s.Successes != 3 ||
+	if s.Mode != Consecutive || s.Stops != StopsCalls || s.Failures != 5 || s.Delay != 5*time.Second || *s.Jitter != 0.2 || s.Successes != 3 ||
 		s.FailureRate != 0.5 || s.MinCalls != 20 || s.Window != 10*time.Second || s.Buckets != 10 {
 		t.Errorf("defaults = %+v", s)
 	}

@@ -19,6 +19,24 @@ const (
 	Rate Mode = "rate"
 )
 
+// Scope says what an open breaker stops.
+type Scope string
+
+// The scopes. The empty Scope means [StopsCalls].
+const (
+	// StopsCalls: an open breaker refuses every call, first tries and
+	// retries alike, and closes through half-open probes. This is the
+	// circuit breaker of Nygard's "Release It!" and of the libraries.
+	StopsCalls Scope = "calls"
+	// StopsRetries: an open breaker refuses retries only, as Brooker
+	// proposed in "Fixing retries with token buckets and circuit
+	// breakers" (2022): first tries go through whatever the failure rate,
+	// so a partial failure costs the share that fails and no more, and
+	// the outcomes of those first tries tell the breaker when to close.
+	// It has no half-open state.
+	StopsRetries Scope = "retries"
+)
+
 // Spec describes a breaker as plain data, so that scenario files, presets
 // and production code share it. A zero field takes the default in brackets;
 // only the fields of the chosen Mode are read. The zero Spec is a
@@ -26,6 +44,10 @@ const (
 type Spec struct {
 	// Mode is consecutive or rate [consecutive].
 	Mode Mode `json:"mode,omitempty" yaml:"mode,omitempty"`
+	// Stops is what an open breaker refuses: calls (every attempt) or
+	// retries (retries and hedges; first tries always go through)
+	// [calls]. See [Breaker] for how each learns and closes.
+	Stops Scope `json:"stops,omitempty" yaml:"stops,omitempty"`
 
 	// Failures (consecutive mode): the failures in a row that open the
 	// breaker, in [1, 1e6] [5].
@@ -54,10 +76,13 @@ type Spec struct {
 	// it to 0 explicitly for no jitter.
 	Jitter *float64 `json:"jitter,omitempty" yaml:"jitter,omitempty"`
 	// Probes is the number of calls a half-open breaker lets through at
-	// a time, in [1, 1e6] [1].
+	// a time, in [1, 1e6] [1]. A breaker that stops retries has no
+	// half-open state and does not read it.
 	Probes int `json:"probes,omitempty" yaml:"probes,omitempty"`
 	// Successes is the number of successful probes that close a
-	// half-open breaker, in [1, 1e6] [Probes].
+	// half-open breaker, in [1, 1e6] [Probes]. For a breaker that stops
+	// retries in consecutive mode, the attempts in a row that must have
+	// succeeded, at or after the end of the open period, to close it.
 	Successes int `json:"successes,omitempty" yaml:"successes,omitempty"`
 }
 
@@ -91,6 +116,9 @@ func invalid(field, format string, args ...any) error {
 func (s Spec) WithDefaults() Spec {
 	if s.Mode == "" {
 		s.Mode = Consecutive
+	}
+	if s.Stops == "" {
+		s.Stops = StopsCalls
 	}
 	if s.Failures == 0 {
 		s.Failures = DefaultFailures
@@ -130,6 +158,11 @@ func (s Spec) Validate() error {
 	case "", Consecutive, Rate:
 	default:
 		errs = append(errs, invalid("mode", "%q is unknown (want consecutive or rate)", string(s.Mode)))
+	}
+	switch s.Stops {
+	case "", StopsCalls, StopsRetries:
+	default:
+		errs = append(errs, invalid("stops", "%q is unknown (want calls or retries)", string(s.Stops)))
 	}
 	count := func(name string, v int) {
 		if v < 0 || v > maxCount {

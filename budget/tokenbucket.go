@@ -173,3 +173,13 @@ func (b *TokenBucket) Level() float64 { return tokens(b.level.Load()) }
 // Capacity returns the size of the bucket in tokens (0 for the zero
 // TokenBucket).
 func (b *TokenBucket) Capacity() float64 { return tokens(b.capacity) }
+
+// SetLevel sets the number of tokens in the bucket, clamped to
+// [0, capacity] (three decimal places). It is for a bucket that takes the
+// place of another — a policy file reloaded with a new budget
+// (policyfile.Live) starts its new bucket at the old one's share, so that
+// a reload in an incident is not a free burst of retries — not for the
+// data path.
+func (b *TokenBucket) SetLevel(tokens float64) {
+	b.level.Store(min(max(milli(tokens), 0), b.capacity))
+}

@@ -144,3 +144,20 @@ func TestMilli(t *testing.T) {
 		}
 	}
 }
+
+func TestTokenBucketSetLevel(t *testing.T) {
+	b := NewTokenBucket(100, 10, 10, 10, 1, false)
+	for _, tt := range []struct{ set, want float64 }{{42.5, 42.5}, {-3, 0}, {1e9, 100}, {0.0004, 0}} {
+		b.SetLevel(tt.set)
+		if got := b.Level(); got != tt.want {
+			t.Errorf("SetLevel(%v): level %v; want %v", tt.set, got, tt.want)
+		}
+	}
+	b.SetLevel(15)
+	if _, ok := b.RetryAt(time.Time{}, Transient); !ok {
+		t.Error("15 tokens: a retry of 10 refused")
+	}
+	if _, ok := b.RetryAt(time.Time{}, Transient); ok {
+		t.Error("5 tokens: a retry of 10 granted")
+	}
+}

@@ -1,6 +1,7 @@
 package killswitch
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +51,10 @@ const MaxLimitOverride = 1 << 30
 
 // maxAdminBody bounds the size of a change request.
 const maxAdminBody = 4 << 10
+
+// MinTokenLength is the shortest admin token NewAdmin takes without a
+// warning: 16 bytes, 128 bits if they are random.
+const MinTokenLength = 16
 
 // ErrEmptyToken is returned by [NewAdmin] when the token is empty: an admin
 // endpoint without authentication would let anyone on the network turn
@@ -110,16 +116,19 @@ func AdminLogger(l *slog.Logger) AdminOption {
 // SHA-256 digest with crypto/subtle, which takes the same time whatever
 // the header holds.
 //
-// Guessing is rate-limited per client address (see [AuthFailureLimit]):
-// every request takes a token from its client's bucket before its
-// credentials are looked at and gets it back if they were right, so only
-// failures count; a client whose bucket is empty is answered 429 with
-// Retry-After (whole seconds), its credentials unread, and a warning is
-// logged (at most one per refill interval, with the count of refusals).
-// Memory is bounded: at most 1024 clients are tracked; beyond, new clients
-// share one bucket. Clients that share an address share a bucket: on a
-// loopback listener every local process does, so a local process that
-// keeps guessing can keep the operator waiting too.
+// Credentials are checked first, and a request with the right token is
+// served whatever else its address sends: the operator is never locked out
+// by another client on the same address (on a loopback listener every
+// local process shares one). Only failed attempts are limited, per client
+// address (see [AuthFailureLimit]): each takes a token from its client's
+// bucket, and one whose bucket is empty is answered 429 with Retry-After
+// (whole seconds) instead of 401, and a warning is logged (at most one per
+// refill interval, with the count of refusals). The limit slows guessing
+// down and keeps the log quiet; it cannot stop a guesser from learning
+// whether a guess was right, since a right token is always served, so use
+// a long random token (NewAdmin logs a warning for one shorter than
+// [MinTokenLength] bytes). Memory is bounded: at most 1024 clients are
+// tracked; beyond, new clients share one bucket.
 //
 // Then:
 //
@@ -128,14 +137,20 @@ func AdminLogger(l *slog.Logger) AdminOption {
 //	            shed_fraction (number in [0, 1]) and limit_override
 //	            (integer in [0, MaxLimitOverride], 0 to remove): the fields
 //	            present are applied, then 200 and the new state as JSON.
-//	            Malformed JSON, an unknown field, a value out of range or a
-//	            body over 4 KiB is refused with 400 and a message that says
-//	            why, and nothing changes.
+//	            The JSON is read strictly: malformed JSON, a field that is
+//	            unknown, given twice or spelled in another case
+//	            ("Retries_Off"), a null, a value of the wrong type or out
+//	            of range, data after the object or a body over 4 KiB is
+//	            refused with 400 and a message that says why, and nothing
+//	            changes.
 //	other       405
 //
 // For example:
 //
 //	curl -H "Authorization: Bearer $TOKEN" -d '{"shed_fraction": 0.5}' http://127.0.0.1:9901/
+//
+// Every change is recorded on d as made locally, by the client's address
+// (see [Dials.LastChange]), and logged at level Info.
 //
 // Serve it on a loopback address only: see [ListenAdmin]. NewAdmin fails
 // with [ErrEmptyToken] if token is empty, and if d is nil.
@@ -152,6 +167,10 @@ func NewAdmin(d *Dials, token string, opts ...AdminOption) (http.Handler, error)
 	}
 	if o.log == nil {
 		o.log = slog.Default()
+	}
+	if len(token) < MinTokenLength {
+		o.log.Warn("killswitch: admin token is short: only failed attempts are rate-limited, so a short token can be guessed; use a long random one",
+			"length", len(token), "want_at_least", MinTokenLength)
 	}
 	return &admin{d: d, token: sha256.Sum256([]byte(token)), lim: newAuthLimiter(o.burst, o.every), log: o.log, now: time.Now}, nil
 }
@@ -184,24 +203,24 @@ func (a *admin) authorized(r *http.Request) bool {
 }
 
 func (a *admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	key := clientKey(r.RemoteAddr)
-	now := a.now()
-	if wait, ok := a.lim.takeAt(key, now); !ok {
-		secs := (wait + time.Second - 1) / time.Second
-		if refused, warn := a.lim.warnAt(now); warn {
-			a.log.Warn("killswitch: admin endpoint: too many requests without the right token; refusing them for a while",
-				"client", r.RemoteAddr, "retry_after", time.Duration(secs)*time.Second, "refused", refused)
-		}
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(max(secs, 1)), 10))
-		http.Error(w, "too many requests without a valid bearer token; try again later", http.StatusTooManyRequests)
-		return
-	}
 	if !a.authorized(r) {
+		// Only failures are charged: a right token never waits behind
+		// another client's guesses.
+		now := a.now()
+		if wait, ok := a.lim.takeAt(clientKey(r.RemoteAddr), now); !ok {
+			secs := (wait + time.Second - 1) / time.Second
+			if refused, warn := a.lim.warnAt(now); warn {
+				a.log.Warn("killswitch: admin endpoint: too many requests without the right token; refusing them for a while",
+					"client", r.RemoteAddr, "retry_after", time.Duration(secs)*time.Second, "refused", refused)
+			}
+			w.Header().Set("Retry-After", strconv.FormatInt(int64(max(secs, 1)), 10))
+			http.Error(w, "too many requests without a valid bearer token; try again later", http.StatusTooManyRequests)
+			return
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="stormguard kill switch"`)
 		http.Error(w, "unauthorized: a valid bearer token is required", http.StatusUnauthorized)
 		return
 	}
-	a.lim.refundAt(key, now)
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		a.show(w)
@@ -232,24 +251,17 @@ func (a *admin) show(w http.ResponseWriter) {
 // apply decodes and checks a change, then applies it whole, or returns why
 // it cannot and changes nothing.
 func (a *admin) apply(w http.ResponseWriter, r *http.Request) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
-	dec.DisallowUnknownFields()
-	var c change
-	if err := dec.Decode(&c); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
 			return fmt.Errorf("body larger than %d bytes", maxAdminBody)
 		}
-		if errors.Is(err, io.EOF) {
-			return errors.New(`empty body; want a JSON object such as {"shed_fraction": 0.5}`)
-		}
-		return fmt.Errorf("invalid JSON: %v", err)
+		return fmt.Errorf("reading the body: %v", err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("invalid JSON: data after the object")
-	}
-	if c.RetriesOff == nil && c.ShedFraction == nil && c.LimitOverride == nil {
-		return errors.New("no field to change; want any of retries_off, shed_fraction, limit_override")
+	c, err := decodeChange(body)
+	if err != nil {
+		return err
 	}
 	var errs []string
 	if f := c.ShedFraction; f != nil && !(*f >= 0 && *f <= 1) {
@@ -277,7 +289,99 @@ func (a *admin) apply(w http.ResponseWriter, r *http.Request) error {
 	if c.RetriesOff != nil {
 		a.d.SetRetriesDisabled(*c.RetriesOff)
 	}
+	by := "admin " + r.RemoteAddr
+	a.d.NoteChange(Change{At: a.now(), Origin: OriginLocal, By: by})
+	st := a.d.Snapshot()
+	a.log.Info("killswitch: dials changed through the admin endpoint", "by", by,
+		"retries_off", st.RetriesOff, "shed_fraction", st.ShedFraction, "limit_override", st.LimitOverride)
 	return nil
+}
+
+// changeFields are the names a change may give, exactly as written.
+var changeFields = []string{"retries_off", "shed_fraction", "limit_override"}
+
+// decodeChange reads a change strictly: one JSON object whose keys are
+// changeFields, each at most once and in their exact case, none null, and
+// nothing after it. encoding/json alone takes a duplicate key (the last
+// wins) and matches names without regard to case; an operator's typo must
+// not change a dial silently.
+func decodeChange(body []byte) (change, error) {
+	var c change
+	if len(bytes.TrimSpace(body)) == 0 {
+		return c, errors.New(`empty body; want a JSON object such as {"shed_fraction": 0.5}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil {
+		return c, fmt.Errorf("invalid JSON: %v", err)
+	} else if tok != json.Delim('{') {
+		return c, fmt.Errorf("want a JSON object, got %v", tokenText(tok))
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return c, fmt.Errorf("invalid JSON: %v", err)
+		}
+		key := tok.(string) // an object's keys are strings
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return c, fmt.Errorf("invalid JSON: %v", err)
+		}
+		switch {
+		case !slices.Contains(changeFields, key):
+			for _, f := range changeFields {
+				if strings.EqualFold(f, key) {
+					return c, fmt.Errorf("unknown field %q (field names are lower case: %s)", key, f)
+				}
+			}
+			return c, fmt.Errorf("unknown field %q (want any of %s)", key, strings.Join(changeFields, ", "))
+		case seen[key]:
+			return c, fmt.Errorf("field %q given twice", key)
+		case string(raw) == "null":
+			return c, fmt.Errorf("field %q is null; leave it out to keep its value", key)
+		}
+		seen[key] = true
+		var err2 error
+		switch key {
+		case "retries_off":
+			c.RetriesOff = new(bool)
+			err2 = json.Unmarshal(raw, c.RetriesOff)
+		case "shed_fraction":
+			c.ShedFraction = new(float64)
+			err2 = json.Unmarshal(raw, c.ShedFraction)
+		case "limit_override":
+			c.LimitOverride = new(int64)
+			err2 = json.Unmarshal(raw, c.LimitOverride)
+		}
+		if err2 != nil {
+			return c, fmt.Errorf("field %q: %s is not a %s", key, raw, map[string]string{
+				"retries_off": "boolean", "shed_fraction": "number", "limit_override": "whole number"}[key])
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return c, fmt.Errorf("invalid JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return c, errors.New("invalid JSON: data after the object")
+	}
+	if c.RetriesOff == nil && c.ShedFraction == nil && c.LimitOverride == nil {
+		return c, errors.New("no field to change; want any of retries_off, shed_fraction, limit_override")
+	}
+	return c, nil
+}
+
+// tokenText describes a JSON token for an error.
+func tokenText(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		return string(v)
+	case string:
+		return strconv.Quote(v)
+	case nil:
+		return "null"
+	}
+	return fmt.Sprint(tok)
 }
 
 // ListenOption configures [ListenAdmin].

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,12 +20,13 @@ import (
 	"github.com/stormguard/stormguard/killswitch"
 )
 
-const testToken = "s3cret-token"
+const testToken = "s3cret-token-of-24-bytes"
 
 // adminServer serves the admin handler of d on a real loopback server.
 func adminServer(t *testing.T, d *killswitch.Dials, opts ...killswitch.AdminOption) (*httptest.Server, *http.Client) {
 	t.Helper()
-	h, err := killswitch.NewAdmin(d, testToken, opts...)
+	quiet := killswitch.AdminLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h, err := killswitch.NewAdmin(d, testToken, append([]killswitch.AdminOption{quiet}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,10 +138,18 @@ func TestAdminChanges(t *testing.T) {
 			killswitch.State{RetriesOff: true, ShedFraction: 1}},
 		{"fraction negative", http.MethodPost, `{"shed_fraction": -0.1}`, 400, "shed_fraction", killswitch.State{RetriesOff: true, ShedFraction: 1}},
 		{"negative limit", http.MethodPost, `{"limit_override": -3}`, 400, "limit_override must be", killswitch.State{RetriesOff: true, ShedFraction: 1}},
-		{"fractional limit", http.MethodPost, `{"limit_override": 2.5}`, 400, "invalid JSON", killswitch.State{RetriesOff: true, ShedFraction: 1}},
-		{"huge limit", http.MethodPost, `{"limit_override": 99999999999999999999}`, 400, "invalid JSON", killswitch.State{RetriesOff: true, ShedFraction: 1}},
-		{"unknown field", http.MethodPost, `{"shed_fraction": 0, "retry_off": false}`, 400, "unknown field", killswitch.State{RetriesOff: true, ShedFraction: 1}},
-		{"wrong type", http.MethodPost, `{"retries_off": "no"}`, 400, "invalid JSON", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"fractional limit", http.MethodPost, `{"limit_override": 2.5}`, 400, "not a whole number", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"huge limit", http.MethodPost, `{"limit_override": 99999999999999999999}`, 400, "not a whole number", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"unknown field", http.MethodPost, `{"shed_fraction": 0, "retry_off": false}`, 400, `unknown field "retry_off"`, killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"wrong type", http.MethodPost, `{"retries_off": "no"}`, 400, "not a boolean", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		// Strict keys: encoding/json alone would take each of these.
+		{"duplicate key", http.MethodPost, `{"shed_fraction": 0.1, "shed_fraction": 0.2}`, 400, `"shed_fraction" given twice`, killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"duplicate key, other fields", http.MethodPost, `{"retries_off": false, "limit_override": 3, "retries_off": false}`, 400, "given twice", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"upper-case key", http.MethodPost, `{"SHED_FRACTION": 0.25}`, 400, `unknown field "SHED_FRACTION" (field names are lower case: shed_fraction)`, killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"mixed-case key", http.MethodPost, `{"Retries_Off": false}`, 400, "field names are lower case", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"null", http.MethodPost, `{"shed_fraction": null}`, 400, "is null", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"not an object", http.MethodPost, `[{"shed_fraction": 0}]`, 400, "want a JSON object", killswitch.State{RetriesOff: true, ShedFraction: 1}},
+		{"a nested object", http.MethodPost, `{"shed_fraction": {"x": 1}}`, 400, "not a number", killswitch.State{RetriesOff: true, ShedFraction: 1}},
 		{"not JSON", http.MethodPost, `shed=1`, 400, "invalid JSON", killswitch.State{RetriesOff: true, ShedFraction: 1}},
 		{"trailing data", http.MethodPost, `{"shed_fraction": 0} {}`, 400, "data after the object", killswitch.State{RetriesOff: true, ShedFraction: 1}},
 		{"empty object", http.MethodPost, `{}`, 400, "no field to change", killswitch.State{RetriesOff: true, ShedFraction: 1}},
@@ -255,10 +266,9 @@ func TestListenAdminServes(t *testing.T) {
 }
 
 // Failed attempts are rate-limited per client, through a real server: past
-// the burst a wrong token gets 429 with Retry-After, and so does a right
-// one until the bucket refills (its credentials are not read); a warning
-// is logged; right tokens cost nothing; the dials never change for a
-// refused request.
+// the burst a wrong token gets 429 with Retry-After, and a warning is
+// logged; a right token is served all along, before and after, since only
+// failures are charged; the dials never change for a refused request.
 func TestAdminAuthRateLimit(t *testing.T) {
 	leakcheck.Check(t)
 	d := new(killswitch.Dials)
@@ -266,7 +276,7 @@ func TestAdminAuthRateLimit(t *testing.T) {
 	srv, c := adminServer(t, d, killswitch.AuthFailureLimit(3, time.Hour),
 		killswitch.AdminLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 	good, bad := "Bearer "+testToken, "Bearer guess"
-	// Right tokens are given back: any number of them.
+	// Right tokens cost nothing: any number of them.
 	for i := range 10 {
 		if got, body := do(t, c, srv.URL, http.MethodGet, good, ""); got != 200 {
 			t.Fatalf("good request %d: %d %q; want 200", i, got, body)
@@ -277,7 +287,7 @@ func TestAdminAuthRateLimit(t *testing.T) {
 			t.Fatalf("failure %d of the burst of 3: %d; want 401", i+1, got)
 		}
 	}
-	for _, auth := range []string{bad, "", good} {
+	for _, auth := range []string{bad, ""} {
 		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"retries_off": true}`))
 		if err != nil {
 			t.Fatal(err)
@@ -298,8 +308,77 @@ func TestAdminAuthRateLimit(t *testing.T) {
 	if d.RetriesDisabled() {
 		t.Error("a refused request turned retries off")
 	}
+	// The operator, from the same address, is served.
+	if got, body := do(t, c, srv.URL, http.MethodPost, good, `{"shed_fraction": 0.5}`); got != 200 || d.ShedFraction() != 0.5 {
+		t.Errorf("the right token past the burst: %d %q, shed %v; want 200 and 0.5", got, body, d.ShedFraction())
+	}
 	if n := strings.Count(logged.String(), "level=WARN"); n != 1 || !strings.Contains(logged.String(), "too many requests") {
 		t.Errorf("logged %q; want one warning about too many requests", logged.String())
+	}
+}
+
+// Issue 25: a local client without the token sent one request every
+// 100 ms and locked the operator out (1 success, 39 × 429 in 20 s). Here a
+// client on the same loopback address hammers the endpoint with wrong
+// tokens as fast as one connection allows while the operator reads and
+// turns the dials every 20 ms: every one of the operator's requests is
+// served, and the hammering client is refused (401, then 429).
+func TestAdminOperatorServedWhileHammered(t *testing.T) {
+	leakcheck.Check(t)
+	d := new(killswitch.Dials)
+	srv, c := adminServer(t, d, killswitch.AuthFailureLimit(10, 6*time.Second),
+		killswitch.AdminLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	stop := make(chan struct{})
+	var (
+		wg    sync.WaitGroup
+		codes = map[int]int{}
+	)
+	wg.Add(1)
+	go func() { // the hammering client: its own connections, the same address
+		defer wg.Done()
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		hc := &http.Client{Transport: tr}
+		deadline := time.Now().Add(10 * time.Second) // bounded, whatever happens
+		for n := 0; n < 5000 && time.Now().Before(deadline); n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"retries_off": true}`))
+			req.Header.Set("Authorization", "Bearer guess-"+strconv.Itoa(n))
+			resp, err := hc.Do(req)
+			if err != nil {
+				continue
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes[resp.StatusCode]++
+		}
+	}()
+	served := 0
+	for i := range 40 {
+		frac := float64(i%4) / 4
+		got, body := do(t, c, srv.URL, http.MethodPost, "Bearer "+testToken, fmt.Sprintf(`{"shed_fraction": %v}`, frac))
+		if got != 200 {
+			t.Errorf("operator request %d: %d %q; want 200", i, got, body)
+			continue
+		}
+		served++
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("operator: %d of 40 served; the other client: %v", served, codes)
+	if codes[401] != 10 || codes[429] == 0 || len(codes) != 2 {
+		t.Errorf("the other client got %v; want 10 × 401 (the burst), then 429 only", codes)
+	}
+	if d.RetriesDisabled() {
+		t.Error("the other client turned retries off")
+	}
+	if ch := d.LastChange(); ch.Origin != killswitch.OriginLocal || !strings.HasPrefix(ch.By, "admin 127.0.0.1:") {
+		t.Errorf("last change %+v; want a local change by the admin endpoint's client", ch)
 	}
 }
 

@@ -20,9 +20,10 @@ const maxAuthClients = 1024
 // authLimiter bounds the requests that fail authentication, per client: a
 // token bucket of burst tokens for each client address (an IPv4 address,
 // or an IPv6 /64, which one host usually holds whole), one token back
-// every every. A request takes a token before its credentials are looked
-// at (so concurrent guesses are bounded too) and gets it back if they
-// were right; a client with no token left is refused without a look.
+// every every. A request whose credentials were wrong takes a token; one
+// that finds its client's bucket empty is refused (429). A request with
+// the right credentials never touches the limiter, so a client that
+// shares the operator's address cannot lock the operator out.
 //
 // Memory is bounded: at most maxAuthClients buckets. When the table is
 // full, the buckets that have refilled completely are dropped (they hold
@@ -94,27 +95,6 @@ func (l *authLimiter) takeAt(k netip.Prefix, now time.Time) (wait time.Duration,
 		l.clients[k] = tat
 	}
 	return 0, true
-}
-
-// refundAt gives back the token of a request of client k that was
-// authenticated.
-func (l *authLimiter) refundAt(k netip.Prefix, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	tat, known := l.clients[k]
-	if !known {
-		// The overflow bucket's, or a bucket swept since (a full one:
-		// nothing to give back).
-		if l.overflow.After(now) {
-			l.overflow = l.overflow.Add(-l.every)
-		}
-		return
-	}
-	if tat = tat.Add(-l.every); tat.After(now) {
-		l.clients[k] = tat
-	} else {
-		delete(l.clients, k) // full again
-	}
 }
 
 // sweepAt drops the buckets that are full at now, at most once per every.

@@ -31,8 +31,7 @@ func TestClientKey(t *testing.T) {
 }
 
 // A client may fail burst times, then once per every; its refusal says how
-// long to wait; another client has its own bucket; an authenticated
-// request gives its token back.
+// long to wait; another client has its own bucket.
 func TestAuthLimiter(t *testing.T) {
 	l := newAuthLimiter(3, time.Minute)
 	a := netip.MustParsePrefix("192.0.2.1/32")
@@ -40,36 +39,27 @@ func TestAuthLimiter(t *testing.T) {
 	type op struct {
 		at       time.Duration // since t0
 		key      netip.Prefix
-		refund   bool // the request was authenticated
 		wantOK   bool
 		wantWait time.Duration
 	}
 	ops := []op{
-		{0, a, false, true, 0},
-		{0, a, false, true, 0},
-		{0, a, false, true, 0},
-		{0, a, false, false, time.Minute}, // burst spent
-		{0, b, false, true, 0},            // b is not a
-		{30 * time.Second, a, false, false, 30 * time.Second},
-		{time.Minute, a, false, true, 0},                                 // one token back
-		{time.Minute, a, false, false, time.Minute},                      // and spent
-		{4 * time.Minute, a, true, true, 0},                              // full again; authenticated: refunded
-		{4 * time.Minute, a, true, true, 0},                              // refunds: successes never run out
-		{4 * time.Minute, a, true, true, 0},                              //
-		{4 * time.Minute, a, true, true, 0},                              //
-		{4 * time.Minute, a, false, true, 0},                             // failures do
-		{4 * time.Minute, a, false, true, 0},                             //
-		{4 * time.Minute, a, false, true, 0},                             //
-		{4*time.Minute + time.Second, a, false, false, 59 * time.Second}, //
+		{0, a, true, 0},
+		{0, a, true, 0},
+		{0, a, true, 0},
+		{0, a, false, time.Minute}, // burst spent
+		{0, b, true, 0},            // b is not a
+		{30 * time.Second, a, false, 30 * time.Second},
+		{time.Minute, a, true, 0},                                 // one token back
+		{time.Minute, a, false, time.Minute},                      // and spent
+		{4 * time.Minute, a, true, 0},                             // full again
+		{4 * time.Minute, a, true, 0},                             //
+		{4 * time.Minute, a, true, 0},                             //
+		{4*time.Minute + time.Second, a, false, 59 * time.Second}, //
 	}
 	for i, o := range ops {
-		now := t0.Add(o.at)
-		wait, ok := l.takeAt(o.key, now)
+		wait, ok := l.takeAt(o.key, t0.Add(o.at))
 		if ok != o.wantOK || wait != o.wantWait {
 			t.Fatalf("op %d (%v at +%v): ok %v, wait %v; want %v, %v", i, o.key, o.at, ok, wait, o.wantOK, o.wantWait)
-		}
-		if ok && o.refund {
-			l.refundAt(o.key, now)
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-const fuzzToken = "s3cret-token"
+const fuzzToken = "s3cret-token-of-24-bytes"
 
 // fuzzAdmin returns the admin handler of d whose clock moves an hour per
 // request, so that the failure limit never refuses: each fuzz input is
@@ -127,8 +127,29 @@ func FuzzAdminBody(f *testing.F) {
 		if err := json.Unmarshal(w.Body.Bytes(), &answered); err != nil || answered != after {
 			t.Fatalf("body %q: answered %q (%v); want the state %+v", body, w.Body.String(), err, after)
 		}
-		// What the body asked for, decoded on its own (case-insensitive
-		// keys, as encoding/json matches them; the last duplicate wins).
+		// An accepted body names each field at most once, in its exact
+		// case.
+		keys := map[string]int{}
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(body), &top); err != nil {
+			t.Fatalf("body %q accepted, but it is not an object: %v", body, err)
+		}
+		for k := range top {
+			if k != "retries_off" && k != "shed_fraction" && k != "limit_override" {
+				t.Fatalf("body %q accepted with the key %q", body, k)
+			}
+		}
+		kd := json.NewDecoder(strings.NewReader(body))
+		kd.Token() // {
+		for kd.More() {
+			k, _ := kd.Token()
+			var skip json.RawMessage
+			_ = kd.Decode(&skip)
+			if keys[k.(string)]++; keys[k.(string)] > 1 {
+				t.Fatalf("body %q accepted with %q given twice", body, k)
+			}
+		}
+		// What the body asked for, decoded on its own.
 		var c change
 		dec := json.NewDecoder(bytes.NewReader([]byte(body)))
 		if err := dec.Decode(&c); err != nil {

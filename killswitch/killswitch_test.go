@@ -3,6 +3,7 @@ package killswitch
 import (
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestDials(t *testing.T) {
@@ -73,4 +74,38 @@ func TestDialsConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// The dials remember their last change: none at first; a setter records a
+// local change now; NoteChange records who and when, as the admin endpoint
+// and a fleet watcher's OnChange do.
+func TestLastChange(t *testing.T) {
+	d := new(Dials)
+	if c := d.LastChange(); c != (Change{}) || c.Origin.String() != "none" {
+		t.Errorf("new dials: last change %+v; want none", c)
+	}
+	before := time.Now()
+	d.SetRetriesDisabled(true)
+	c := d.LastChange()
+	if c.Origin != OriginLocal || c.At.Before(before) || time.Since(c.At) > time.Minute || c.By != "" {
+		t.Errorf("after SetRetriesDisabled: %+v; want a local change now", c)
+	}
+	at := time.Unix(1_800_000_000, 0)
+	d.NoteChange(Change{At: at, Origin: OriginFleet, By: "fleet default"})
+	if c := d.LastChange(); c.Origin != OriginFleet || !c.At.Equal(at) || c.By != "fleet default" || c.Origin.String() != "fleet" {
+		t.Errorf("after NoteChange: %+v", c)
+	}
+	for _, set := range []func(){
+		func() { _ = d.SetShedFraction(0.5) },
+		func() { _ = d.SetLimitOverride(3) },
+	} {
+		d.NoteChange(Change{Origin: OriginFleet})
+		set()
+		if o := d.LastChange().Origin; o != OriginLocal {
+			t.Errorf("a setter left the origin %v; want local", o)
+		}
+	}
+	if got := Origin(9).String(); got != "killswitch.Origin(9)" {
+		t.Errorf("Origin(9) = %q", got)
+	}
 }

@@ -139,14 +139,7 @@ func (r *Retrier) loop(ctx context.Context, fn func(context.Context) error, c *C
 		}
 		// Failure: the slow path; read the clock and the deadline.
 		end := time.Now()
-		cls := r.Classify(err)
-		if ctx.Err() != nil {
-			cls = Canceled
-		} else if cls == Canceled {
-			// A deadline or cancellation the caller did not cause: the
-			// attempt's own timeout, or a server that gave up on us.
-			cls = Timeout
-		}
+		cls := r.ClassifyAttempt(ctx, err)
 		if dl, ok := ctx.Deadline(); ok {
 			c.deadline = dl
 		}

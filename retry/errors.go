@@ -21,7 +21,9 @@ var (
 	// RetryProbability, and this draw declined.
 	ErrRetryDeclined = errors.New("retry declined by chance (retry_probability)")
 	// ErrBreakerOpen: the retrier's circuit breaker ([WithBreaker]) refused
-	// the attempt, which was not sent. It is breaker.ErrOpen.
+	// the attempt, which was not sent: any attempt for a breaker that stops
+	// calls, a retry or a hedge for one that stops retries. It is
+	// breaker.ErrOpen.
 	ErrBreakerOpen = breaker.ErrOpen
 )
 
@@ -52,18 +54,44 @@ func (e *GiveUpError) Unwrap() []error {
 	return []error{e.Reason, e.Last}
 }
 
-// RetryClass makes a give-up visible to an enclosing retry layer: a request
-// that this layer already retried is not retried again above it ("retry at
-// one layer"), nor one its circuit breaker refused. A failure given up after
-// a single attempt for a reason that says nothing about retrying elsewhere
-// keeps the last error's class.
+// RetryClass makes a give-up visible to an enclosing retry layer, by
+// [StopsAbove]: a request that this layer already retried, or whose retry
+// its budget, kill switch or circuit breaker refused, is not retried again
+// above it ("retry at one layer"); one the server said not to retry is
+// ServiceOverloaded. A failure given up after a single attempt for a reason
+// that says nothing about retrying elsewhere keeps the last error's class.
 func (e *GiveUpError) RetryClass() Class {
-	switch {
-	case e.Attempts > 1, errors.Is(e.Reason, ErrBudgetExhausted), errors.Is(e.Reason, ErrRetriesDisabled),
-		errors.Is(e.Reason, ErrBreakerOpen):
-		return RetriesExhausted
-	case errors.Is(e.Reason, ErrServerSaidStop):
-		return ServiceOverloaded
+	if c, stop := StopsAbove(e.Reason, e.Attempts); stop {
+		return c
 	}
 	return classify(nil, e.Last, NeverRetry)
+}
+
+// StopsAbove is the rule "retry at one layer only": it reports whether the
+// layers above a call that gave up for reason (one of this package's Err…
+// reasons) after attempts attempts must not retry it, and the class they
+// see it as:
+//
+//	the call gave up                                  stop  class
+//	after more than one attempt                       yes   RetriesExhausted
+//	its budget, kill switch or breaker refused        yes   RetriesExhausted
+//	  (ErrBudgetExhausted, ErrRetriesDisabled,
+//	  ErrBreakerOpen: after one attempt or none)
+//	the server said not to retry (ErrServerSaidStop)  yes   ServiceOverloaded
+//	otherwise (one attempt: attempts exhausted,       no    —: the last
+//	  deadline, not retryable, declined, canceled)          error's own class
+//
+// It is the one statement of the rule: [GiveUpError.RetryClass] (which the
+// servers of httpx and grpcx read to relay a give-up), httpx.Transport's
+// Stormguard-Retries-Exhausted on a given-up response and the simulator's
+// relay of a downstream give-up all ask it.
+func StopsAbove(reason error, attempts int) (Class, bool) {
+	switch {
+	case attempts > 1, errors.Is(reason, ErrBudgetExhausted), errors.Is(reason, ErrRetriesDisabled),
+		errors.Is(reason, ErrBreakerOpen):
+		return RetriesExhausted, true
+	case errors.Is(reason, ErrServerSaidStop):
+		return ServiceOverloaded, true
+	}
+	return 0, false
 }

@@ -23,8 +23,10 @@ import (
 //     minimum attempt time, the retry budget grants it (a hedge is charged
 //     as a retry, after a timeout when it is sent because the others are
 //     slow, after the failure's cause when a failure made it due) and the
-//     circuit breaker, if any, allows it. A hedge refused for any of these
-//     reasons stops hedging: no later hedge is sent;
+//     circuit breaker, if any, allows it (a breaker that stops retries
+//     refuses hedges while it is open, and always lets the first attempt
+//     through). A hedge refused for any of these reasons stops hedging: no
+//     later hedge is sent;
 //   - the first success ends the call: the attempts still in flight are
 //     cancelled;
 //   - a failure of a retryable class (Transient, Throttling, Timeout: A6's
@@ -118,7 +120,7 @@ func (r *Retrier) HedgeStartAt(now, deadline time.Time) (h Hedge, ok bool) {
 	h.deadline = deadline
 	r.budget.BeginAt(now)
 	if r.breaker != nil {
-		p, ok := r.breaker.AllowAt(now)
+		p, ok := r.breaker.AllowFirstAt(now)
 		if !ok {
 			r.budget.EndAt(now, budget.Ignore, budget.Ticket{})
 			h.stopped = ErrBreakerOpen

@@ -139,14 +139,16 @@ func (p Policy) Validate() error {
 }
 
 var presets = map[string]func() Policy{
-	// naive: what a quick hand-written loop does.
+	// naive: what a quick hand-written loop does. Budget: none; nothing
+	// bounds the retries but the attempt cap (up to 2 per request).
 	"naive": func() Policy {
 		return Policy{MaxAttempts: 3, Backoff: backoff.Policy{Kind: backoff.None},
 			Budget: budget.Spec{Kind: budget.KindNone}, Pushback: Pushback{Ignore: true}, IgnoreSignals: true}
 	},
 	// aws-legacy: the v1 SDKs' default retryer: 4 attempts (3 retries),
 	// delay 2^(n−1) × U[30 ms, 60 ms) (equal jitter over a 60 ms window;
-	// throttling U[500 ms, 1 s)), capped at 300 s, no quota.
+	// throttling U[500 ms, 1 s)), capped at 300 s, no quota. Budget: none;
+	// nothing bounds the retries but the attempt cap (up to 3 per request).
 	"aws-legacy": func() Policy {
 		return Policy{MaxAttempts: 4,
 			Backoff:         backoff.Policy{Kind: backoff.EqualJitter, Base: 60 * time.Millisecond, Cap: 300 * time.Second},
@@ -155,6 +157,8 @@ var presets = map[string]func() Policy{
 	},
 	// aws-standard: standard mode before November 2026: 3 attempts, full
 	// jitter from 1 s capped at 20 s, quota 500/5/10/+1 with refunds.
+	// Budget: failed retries ≤ (500 + first-try successes) / 5; a retry
+	// that succeeds is refunded, so retries that succeed are not bounded.
 	"aws-standard": func() Policy {
 		return Policy{MaxAttempts: 3,
 			Backoff: backoff.Policy{Kind: backoff.FullJitter, Base: time.Second, Cap: 20 * time.Second},
@@ -163,7 +167,10 @@ var presets = map[string]func() Policy{
 	// aws-2026: the SDKs' retry behaviour from November 2026: transient
 	// errors back off from 50 ms, throttling from 1 s, full jitter capped at
 	// 20 s; quota 500, retry 14 (5 after throttling), +1, refunds;
-	// x-amz-retry-after clamped to [backoff, backoff + 5 s].
+	// x-amz-retry-after clamped to [backoff, backoff + 5 s]. Budget: failed
+	// retries ≤ (500 + first-try successes) / 14 (/ 5 after throttling); a
+	// retry that succeeds is refunded, so retries that succeed are not
+	// bounded.
 	"aws-2026": func() Policy {
 		return Policy{MaxAttempts: 3,
 			Backoff:         backoff.Policy{Kind: backoff.FullJitter, Base: 50 * time.Millisecond, Cap: 20 * time.Second},
@@ -172,14 +179,17 @@ var presets = map[string]func() Policy{
 	},
 	// grpc: a gRFC A6 service config: 4 attempts, backoff 0.1 s × 2^(n−1)
 	// up to 1 s with ±20 % jitter, retry throttling maxTokens 10 ratio 0.1,
-	// grpc-retry-pushback-ms honoured.
+	// grpc-retry-pushback-ms honoured. Budget: failed attempts ≤ 10 % of
+	// successful ones (a failure costs a token, a success earns 0.1, no
+	// retry at or below half of 10 tokens), whatever the try.
 	"grpc": func() Policy {
 		return Policy{MaxAttempts: 4,
 			Backoff: backoff.Policy{Kind: backoff.Proportional, Base: 100 * time.Millisecond, Cap: time.Second, Multiplier: 2, Jitter: 0.2},
 			Budget:  mustBudget("grpc"), Pushback: Pushback{MaxExtra: time.Minute}, IgnoreSignals: true}
 	},
 	// sre: the Google SRE book: 3 attempts, randomised exponential backoff,
-	// retries ≤ 10 % of requests.
+	// retries ≤ 10 % of requests. Budget: retries ≤ 10 % of the requests
+	// started in the last 10 s, whether they succeed or not.
 	"sre": func() Policy {
 		return Policy{MaxAttempts: 3,
 			Backoff: backoff.Policy{Kind: backoff.FullJitter, Base: 100 * time.Millisecond, Cap: 10 * time.Second},
@@ -187,6 +197,9 @@ var presets = map[string]func() Policy{
 	},
 	// envoy: an Envoy route: 2 attempts (num_retries 1), full jitter from
 	// 25 ms capped at 250 ms, retry budget 20 % of active requests, min 3.
+	// Budget: retries in flight ≤ max(20 % of the attempts in flight, 3):
+	// it bounds concurrency, not a rate, so a client with few requests in
+	// flight retries every failure.
 	"envoy": func() Policy {
 		return Policy{MaxAttempts: 2,
 			Backoff: backoff.Policy{Kind: backoff.FullJitter, Base: 25 * time.Millisecond, Cap: 250 * time.Millisecond},
@@ -194,16 +207,19 @@ var presets = map[string]func() Policy{
 	},
 	// stormguard: the recommended default: 3 attempts; full jitter from
 	// 50 ms (1 s after throttling) capped at 10 s; a 10 % budget kept as a
-	// token bucket (a retry costs 10, a first-try success earns 1, a retry
-	// that succeeds is refunded, 100 tokens = a burst of 10 retries), which
-	// needs no clock on the success path; pushback clamped to
-	// [backoff, backoff + 5 s], never past 30 s; deadline-aware with a
-	// learned attempt time; honours every server signal.
+	// token bucket (a retry costs 10, a first-try success earns 1, nothing
+	// is refunded, 100 tokens = a burst of 10 retries), which needs no
+	// clock on the success path; pushback clamped to [backoff, backoff +
+	// 5 s], never past 30 s; deadline-aware with a learned attempt time;
+	// honours every server signal. Budget: retries ≤ a tenth of the first
+	// tries that succeeded, plus a burst of 10: at most 10 % of the attempts
+	// sent (1/11 once the burst is spent), whether the retries succeed or
+	// not (seed 000's rule, as a ceiling).
 	"stormguard": func() Policy {
 		return Policy{MaxAttempts: 3,
 			Backoff:          backoff.Policy{Kind: backoff.FullJitter, Base: 50 * time.Millisecond, Cap: 10 * time.Second},
 			ThrottleBackoff:  &backoff.Policy{Kind: backoff.FullJitter, Base: time.Second, Cap: 10 * time.Second},
-			Budget:           budget.Spec{Kind: budget.KindTokenBucket, Capacity: 100, RetryCost: 10, ThrottleCost: 10, TimeoutCost: 10, SuccessReward: 1},
+			Budget:           budget.Spec{Kind: budget.KindTokenBucket, Capacity: 100, RetryCost: 10, ThrottleCost: 10, TimeoutCost: 10, SuccessReward: 1, NoRefund: true},
 			Pushback:         Pushback{MaxExtra: 5 * time.Second, Max: 30 * time.Second},
 			LearnAttemptTime: true}
 	},
@@ -230,6 +246,21 @@ func Presets() []string {
 // Preset returns the policy of a real client by name: naive, aws-legacy,
 // aws-standard, aws-2026, grpc, sre, envoy or stormguard. Each is described
 // where it is defined and in the README; the simulator runs exactly these.
+// What each one's retry budget bounds, and the share of the attempts that
+// are retries at 50 % failures (independent; alternating, so that every
+// retry succeeds), as TestPresetRetryShare measures it:
+//
+//	naive         nothing but the attempt cap                              43 %, 50 %
+//	aws-legacy    nothing but the attempt cap                              47 %, 50 %
+//	aws-standard  failed retries ≤ (500 + first-try successes) / 5         18 %, 50 %
+//	aws-2026      failed retries ≤ (500 + first-try successes) / 14         7 %, 50 %
+//	grpc          failed attempts ≤ 10 % of successful ones                 0 %,  0 %
+//	sre           retries ≤ 10 % of the requests of the last 10 s           9 %,  9 %
+//	envoy         retries in flight ≤ max(20 % of attempts in flight, 3)   33 %, 50 % (one request at a time)
+//	stormguard    retries ≤ first-try successes / 10, plus a burst of 10    5 %,  5 %
+//
+// A budget whose retries are refunded when they succeed (the AWS ones)
+// bounds only the retries that fail.
 func Preset(name string) (Policy, error) {
 	f, ok := presets[name]
 	if !ok {

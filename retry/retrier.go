@@ -38,10 +38,13 @@ type Retrier struct {
 	chain    Chain
 	unknown  Class // the class of an error nobody knows
 	breaker  *breaker.Breaker
-	dials    *killswitch.Dials
-	hooks    Hooks
-	hasHooks bool
-	rand     func() float64
+	// stopsRetries: breaker stops retries only (breaker.StopsRetries):
+	// EndAt asks it before granting a retry. Decided once in New.
+	stopsRetries bool
+	dials        *killswitch.Dials
+	hooks        Hooks
+	hasHooks     bool
+	rand         func() float64
 	// needClock: the success path must read the clock (a time-windowed
 	// budget). Decided once in New.
 	needClock bool
@@ -154,14 +157,25 @@ func WithClassifiers(c ...Classifier) Option {
 // errors as failures.
 func WithRetryUnknown() Option { return func(r *Retrier) { r.unknown = Transient } }
 
-// WithBreaker puts a circuit breaker in front of every attempt, first try
-// and retries alike; share one breaker per dependency. Before an attempt is
-// sent the shells ask [Retrier.AllowAt]; an attempt the breaker refuses is
-// not sent and the call gives up with [ErrBreakerOpen] (after a refused
-// retry, the *GiveUpError keeps the previous attempt's error; after a
-// refused first try it has no Last and Attempts is 0). Every attempt's
-// class is recorded in the breaker with the same classifier chain that
-// decides retries:
+// WithBreaker puts a circuit breaker in front of the attempts; share one
+// breaker per dependency. Before an attempt is sent the shells ask
+// [Retrier.AllowAt]; an attempt the breaker refuses is not sent and the
+// call gives up with [ErrBreakerOpen] (after a refused retry, the
+// *GiveUpError keeps the previous attempt's error; after a refused first
+// try it has no Last and Attempts is 0). What an open breaker refuses is
+// its spec's Stops:
+//
+//   - calls (the default): every attempt, first try and retries alike;
+//   - retries (Brooker 2022): retries and hedges only. The first try of
+//     every request is sent (breaker.Breaker.AllowFirstAt), and EndAt asks
+//     the breaker before it grants a retry: while it is open the call gives
+//     up at once with ErrBreakerOpen, after the attempts made, with no
+//     wait and no budget charge. A retry granted before the breaker opened
+//     is asked again when it is sent. The first tries are how the breaker
+//     learns that the dependency is healthy again, and closes.
+//
+// Every attempt's class is recorded in the breaker with the same classifier
+// chain that decides retries:
 //
 //	class                                        breaker outcome
 //	Success                                      success
@@ -212,6 +226,7 @@ func New(p Policy, opts ...Option) (*Retrier, error) {
 	}
 	r.bucket, _ = r.budget.(*budget.TokenBucket)
 	r.plainEnd = r.bucket != nil && r.breaker == nil && !r.hasHooks
+	r.stopsRetries = r.breaker != nil && r.breaker.Spec().Stops == breaker.StopsRetries
 	if r.dials == nil {
 		r.dials = new(killswitch.Dials)
 	}
@@ -234,6 +249,15 @@ func MustNew(p Policy, opts ...Option) *Retrier {
 
 // Policy returns the policy with its defaults filled in.
 func (r *Retrier) Policy() Policy { return r.p }
+
+// AttemptTimeout is the policy's AttemptTimeout: [Retrier.Policy] without
+// copying the whole policy, for shells that ask on every attempt.
+func (r *Retrier) AttemptTimeout() time.Duration { return r.p.AttemptTimeout }
+
+// Hedges reports whether the policy hedges (its Hedge allows more than one
+// attempt): [Retrier.Policy] without copying the whole policy, for shells
+// that ask on every call.
+func (r *Retrier) Hedges() bool { return r.p.Hedge != nil && r.p.Hedge.MaxAttempts > 1 }
 
 // Budget returns the budget the retrier charges.
 func (r *Retrier) Budget() budget.Budget { return r.budget }
@@ -325,8 +349,9 @@ func (c *Call) ended(now time.Time) {
 
 // AllowAt asks the retrier's circuit breaker, if any, whether the current
 // attempt of c (the first try after StartAt, a retry after NextAt) may be
-// sent at now. Without a breaker it is always true. When the breaker
-// refuses, the attempt is taken back (c.Attempt() counts only the attempts
+// sent at now: the first try with breaker.Breaker.AllowFirstAt, which a
+// breaker that stops retries only always grants, a retry with AllowAt.
+// Without a breaker it is always true. When the breaker refuses, the attempt is taken back (c.Attempt() counts only the attempts
 // sent, and a retry's budget charge is given back) and the call is over:
 // the shell returns GiveUp(c, ErrBreakerOpen, the previous attempt's error
 // or nil). now may be the zero Time unless [Retrier.NeedsClock] says
@@ -340,7 +365,13 @@ func (r *Retrier) AllowAt(now time.Time, c *Call) bool {
 	if watch {
 		from = r.breaker.State()
 	}
-	p, ok := r.breaker.AllowAt(now)
+	var p breaker.Permit
+	var ok bool
+	if c.attempt == 1 {
+		p, ok = r.breaker.AllowFirstAt(now)
+	} else {
+		p, ok = r.breaker.AllowAt(now)
+	}
 	if watch {
 		r.breakerMoved(c, from)
 	}
@@ -497,6 +528,13 @@ func (r *Retrier) decide(now time.Time, c *Call, cls Class, sig Signal, u float6
 			return 0, ErrDeadline
 		}
 	}
+	if r.stopsRetries {
+		// A breaker that stops retries decides now, so that a refused
+		// retry costs the caller no wait and the budget no charge.
+		if _, ok := r.breaker.AllowAt(now); !ok {
+			return 0, ErrBreakerOpen
+		}
+	}
 	t, ok := r.budget.RetryAt(now, cls.cause())
 	if !ok {
 		return 0, ErrBudgetExhausted
@@ -624,6 +662,36 @@ func (r *Retrier) LearnedAttemptTime() time.Duration { return time.Duration(r.le
 // [WithRetryUnknown]).
 func (r *Retrier) Classify(err error) Class { return classify(r.chain, err, r.unknown) }
 
+// ClassifyAttempt is the class of an attempt that failed with err (non-nil),
+// made for a caller whose context is ctx. It is the one statement of the
+// cancellation rule that [Do] and the shells of httpx and grpcx follow:
+//
+//   - ctx is done: [Canceled], whatever err says. The caller's own
+//     cancellation or deadline is never retried, and tells the breaker
+//     nothing;
+//   - otherwise err's class by [Retrier.Classify], except that Canceled
+//     becomes [Timeout]: a deadline or cancellation the caller did not
+//     cause is the attempt's own timeout, or a server that gave up on it.
+func (r *Retrier) ClassifyAttempt(ctx context.Context, err error) Class {
+	if ctx.Err() != nil {
+		return Canceled
+	}
+	if c := r.Classify(err); c != Canceled {
+		return c
+	}
+	return Timeout
+}
+
+// Samples reports whether EndAt reads its sample u: when the backoff or
+// the throttling backoff is jittered ([backoff.Policy.Random]) or the
+// policy retries by chance (RetryProbability below 1). Otherwise EndAt
+// ignores u, and a caller whose sample costs a draw from a stream of its
+// own (the simulator's) may pass 0 without drawing.
+func (r *Retrier) Samples() bool {
+	p := r.p.RetryProbability
+	return r.p.Backoff.Random() || r.throttle.Random() || p != nil && *p < 1
+}
+
 // Sample returns a uniform sample in [0, 1) from the retrier's source
 // (see [WithRand]), for shells to pass to EndAt.
 func (r *Retrier) Sample() float64 { return r.rand() }
@@ -634,6 +702,35 @@ func (r *Retrier) Sample() float64 { return r.rand() }
 // shells may pass the zero Time otherwise.
 func (r *Retrier) NeedsClock() bool {
 	return r.needClock || r.breaker != nil && r.breaker.NeedsClock()
+}
+
+// SkipsCall reports whether a shell may make a request's first attempt
+// before starting its Call and, if that attempt succeeds, end the request
+// with [Retrier.SucceededFirstAt] instead of StartContext, AllowAt and
+// EndAt, as Do does: the retrier has no circuit breaker to ask and no hooks
+// to tell, and its budget is a token bucket. If the attempt fails, the
+// shell starts the Call then, with the time the attempt started, and goes
+// on as usual.
+func (r *Retrier) SkipsCall() bool { return r.plainEnd }
+
+// SucceededFirstAt ends a request whose first attempt, made without a Call
+// as [Retrier.SkipsCall] allows, started at start and succeeded at end: all
+// EndAt would do, learn the attempt's time (when the policy learns it and
+// both times were read; either may be the zero Time when the shell did not
+// read the clock, as NeedsClock allows) and reward the budget.
+func (r *Retrier) SucceededFirstAt(start, end time.Time) {
+	if end != (time.Time{}) && r.p.LearnAttemptTime { // not end.IsZero(): this inlines
+		r.learnFrom(start, end)
+	}
+	r.bucket.EndAt(end, budget.Success, budget.Ticket{})
+}
+
+// learnFrom learns the time of an attempt that started at start (the zero
+// Time: unknown) and succeeded at end.
+func (r *Retrier) learnFrom(start, end time.Time) {
+	if took := end.Sub(start); !start.IsZero() && took > 0 {
+		r.learn(took)
+	}
 }
 
 // GiveUp builds the error a shell returns when the call ends in failure,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/backoff"
+	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/wire"
 )
@@ -231,5 +232,127 @@ func TestValidate(t *testing.T) {
 		if _, err := New(p); err == nil {
 			t.Errorf("policy %d (%+v): New gave no error", i, p)
 		}
+	}
+}
+
+// TestSkipsCall: a shell may skip the Call of a first attempt only when
+// EndAt would do nothing but learn the attempt's time and reward a token
+// bucket, and SucceededFirstAt then leaves the bucket and the learned time
+// as StartAt, AllowAt and EndAt would, timed or not.
+func TestSkipsCall(t *testing.T) {
+	bucket := budget.Spec{Kind: budget.KindTokenBucket, Capacity: 100, RetryCost: 10, SuccessReward: 1, NoRefund: true}
+	tests := []struct {
+		name      string
+		p         Policy
+		opts      []Option
+		wantSkips bool
+	}{
+		{"token bucket", Policy{MaxAttempts: 3, Budget: bucket}, nil, true},
+		{"learning", Policy{MaxAttempts: 3, Budget: bucket, LearnAttemptTime: true}, nil, true},
+		{"no budget", Policy{MaxAttempts: 3, Budget: budget.Spec{Kind: budget.KindNone}}, nil, false},
+		{"a breaker", Policy{MaxAttempts: 3, Budget: bucket}, []Option{WithBreaker(breaker.MustNew(breaker.Spec{}))}, false},
+		{"hooks", Policy{MaxAttempts: 3, Budget: bucket}, []Option{WithHooks(Hooks{OnAttempt: func(int, Class, time.Duration) {}})}, false},
+	}
+	for _, tt := range tests {
+		if got := MustNew(tt.p, tt.opts...).SkipsCall(); got != tt.wantSkips {
+			t.Errorf("%s: SkipsCall() = %v, want %v", tt.name, got, tt.wantSkips)
+		}
+	}
+	// The bucket and the learned time after retries and first-try
+	// successes, either way.
+	type state struct {
+		level   float64
+		learned time.Duration
+	}
+	run := func(skip, timed bool) state {
+		r := MustNew(Policy{MaxAttempts: 3, Budget: bucket, Backoff: backoff.Policy{Kind: backoff.None}, LearnAttemptTime: true})
+		for range 3 { // spend 30 tokens on retries
+			c := r.StartAt(time.Time{}, time.Time{})
+			if d := r.EndAt(time.Time{}, &c, Transient, Signal{}, 0.5); !d.Retry {
+				t.Fatalf("no retry: %v", d.Reason)
+			}
+			r.NextAt(time.Time{}, &c)
+			r.EndAt(time.Time{}, &c, Success, Signal{}, 0.5)
+		}
+		for i := range 7 {
+			var start, end time.Time
+			if timed {
+				start = t0.Add(time.Duration(i) * time.Second)
+				end = start.Add(time.Duration(10+i) * time.Millisecond)
+			}
+			if skip {
+				r.SucceededFirstAt(start, end)
+				continue
+			}
+			c := r.StartAt(start, time.Time{})
+			if !r.AllowAt(start, &c) {
+				t.Fatal("refused without a breaker")
+			}
+			r.EndAt(end, &c, Success, Signal{}, 0)
+		}
+		return state{r.Budget().(*budget.TokenBucket).Level(), r.LearnedAttemptTime()}
+	}
+	for _, timed := range []bool{false, true} {
+		a, b := run(false, timed), run(true, timed)
+		if a != b || a.level == 100 || (a.learned > 0) != timed {
+			t.Errorf("timed %v: %+v after the Call's way, %+v after SucceededFirstAt; want equal, the bucket below 100, a learned time when timed", timed, a, b)
+		}
+	}
+}
+
+// TestSamples holds Samples to EndAt: with every preset, and with policies
+// that retry by chance or back off throttling with jitter, a retrier whose
+// Samples is false decides the same whatever u is (what a caller that
+// skips the draw relies on); and the ones that retry by chance or with
+// jitter, with no budget to stop them, decide differently for some u.
+func TestSamples(t *testing.T) {
+	half := 0.5
+	jittered := backoff.Policy{Kind: backoff.FullJitter, Base: 100 * time.Millisecond, Cap: 10 * time.Second}
+	policies := map[string]Policy{
+		"chance":          {MaxAttempts: 4, Backoff: backoff.Policy{Kind: backoff.None}, RetryProbability: &half},
+		"throttle-jitter": {MaxAttempts: 4, Backoff: backoff.Policy{Kind: backoff.Constant, Base: time.Second}, ThrottleBackoff: &jittered},
+		"constant":        constPolicy(4, time.Second),
+	}
+	for _, name := range Presets() {
+		policies[name], _ = Preset(name)
+	}
+	for name, p := range policies {
+		t.Run(name, func(t *testing.T) {
+			// The same failures, answered with u = 0.1 and with u = 0.9.
+			decide := func(u float64) []Decision {
+				r := MustNew(p)
+				var ds []Decision
+				for _, cls := range []Class{Transient, Throttling, Timeout} {
+					now := t0
+					c := r.StartAt(now, time.Time{})
+					for range p.MaxAttempts {
+						now = now.Add(10 * time.Millisecond)
+						d := r.EndAt(now, &c, cls, Signal{}, u)
+						ds = append(ds, d)
+						if !d.Retry {
+							break
+						}
+						now = now.Add(d.Delay)
+						r.NextAt(now, &c)
+					}
+				}
+				return ds
+			}
+			a, b := decide(0.1), decide(0.9)
+			same := len(a) == len(b)
+			for i := range min(len(a), len(b)) {
+				same = same && a[i].Retry == b[i].Retry && a[i].Delay == b[i].Delay && errors.Is(a[i].Reason, b[i].Reason)
+			}
+			samples := MustNew(p).Samples()
+			if !samples && !same {
+				t.Errorf("Samples() is false, but the decisions differ with u = 0.1 and 0.9:\n%+v\n%+v", a, b)
+			}
+			if varies := name == "chance" || name == "throttle-jitter" || name == "stormguard"; varies && same {
+				t.Errorf("Samples() = %v, but the decisions with u = 0.1 and 0.9 are the same", samples)
+			}
+			if name == "naive" && samples {
+				t.Error("Samples() is true for naive, which neither jitters nor retries by chance")
+			}
+		})
 	}
 }

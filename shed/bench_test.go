@@ -17,16 +17,26 @@ var (
 //	push-pop        a half-full queue: push one (with a deadline, so the
 //	                expiry heap takes part), pop one
 //	push-pop/adaptive-lifo  the same with adaptive LIFO, overloaded
+//	plain-push-pop  push-pop on a plain queue (one class, FIFO) without
+//	                deadlines, as the simulator's run queues are: its ring
 //	reject          a full queue of first tries refuses a retry
 //	evict           a full queue: a first try evicts a retry, one item is
 //	                served and a retry takes its place
 func BenchmarkQueue(b *testing.B) {
 	const capacity = 1000
+	// deadline is when the items are due: an hour on, or never (the zero
+	// Time) for a plain queue's.
+	deadline := func(cfg Config, now time.Time) time.Time {
+		if cfg.Priority == NoPriority && cfg.Order == FIFO {
+			return time.Time{}
+		}
+		return now.Add(time.Hour)
+	}
 	fill := func(b *testing.B, cfg Config, n, attempt int) *Queue[int32] {
 		cfg.Capacity = capacity
 		q := mustNew[int32](b, cfg)
 		for i := range n {
-			if a := q.PushAt(t0, Item[int32]{Payload: int32(i), Attempt: attempt, Deadline: t0.Add(time.Hour)}); !a.Admitted() {
+			if a := q.PushAt(t0, Item[int32]{Payload: int32(i), Attempt: attempt, Deadline: deadline(cfg, t0)}); !a.Admitted() {
 				b.Fatal(a.Refused)
 			}
 		}
@@ -39,8 +49,11 @@ func BenchmarkQueue(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				now = now.Add(time.Microsecond)
-				sinkAdmission = q.PushAt(now, Item[int32]{Payload: int32(i), Attempt: 1 + i&1, Deadline: now.Add(time.Hour)})
+				sinkAdmission = q.PushAt(now, Item[int32]{Payload: int32(i), Attempt: 1 + i&1, Deadline: deadline(cfg, now)})
 				sinkItem, sinkReason, _ = q.PopAt(now)
+			}
+			if cfg.Priority == NoPriority && cfg.Order == FIFO && !q.ring {
+				b.Fatal("the plain queue is not a ring")
 			}
 		}
 	}
@@ -48,6 +61,7 @@ func BenchmarkQueue(b *testing.B) {
 	// CoDel timeouts would drop every item past 100 ms: give the items
 	// enough slack, the point is to measure the LIFO path.
 	b.Run("push-pop/adaptive-lifo", pushPop(Config{Order: AdaptiveLIFO, CoDelTarget: time.Hour, CoDelInterval: time.Hour}))
+	b.Run("plain-push-pop", pushPop(Config{Order: FIFO, Priority: NoPriority}))
 	b.Run("reject", func(b *testing.B) {
 		q := fill(b, Config{}, capacity, 1)
 		retry := Item[int32]{Payload: -1, Attempt: 2, Deadline: t0.Add(time.Hour)}

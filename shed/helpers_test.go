@@ -55,7 +55,7 @@ func drain(q *Queue[string], now time.Time) (served []string, dropped []string) 
 }
 
 // checkBooks verifies that every item pushed is accounted for exactly once.
-func checkBooks(t *testing.T, q *Queue[string]) {
+func checkBooks[T any](t *testing.T, q *Queue[T]) {
 	t.Helper()
 	st := q.Stats()
 	for _, c := range []Counts{st.FirstTries, st.Retries} {

@@ -208,7 +208,10 @@ func (m *refQueue) nextDue() (time.Time, bool) {
 }
 
 // TestAgainstModel runs random operations on random configurations against
-// the real queue and the model, and requires identical answers.
+// the real queue and the model, and requires identical answers. Some runs
+// push no deadlines and remove nothing, or only late, with capacities up
+// to 300, so that plain queues (one class, fifo or lifo) stay rings while
+// they grow, wrap and fill, and become lists part of the way through.
 func TestAgainstModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	orders := []Order{FIFO, LIFO, AdaptiveLIFO}
@@ -218,9 +221,23 @@ func TestAgainstModel(t *testing.T) {
 	if testing.Short() {
 		runs = 30
 	}
+	rings, converted := 0, 0 // runs that ended as rings, and that became lists midway
 	for run := range runs {
+		capacity := 1 + rng.IntN(6)
+		if rng.IntN(2) == 0 {
+			capacity = 1 + rng.IntN(300)
+		}
+		// Deadlines: in a third of the pushes, in none, or in none
+		// before a random point (as removals).
+		withDeadlines, plainUntil := rng.IntN(3) > 0, 0
+		if !withDeadlines {
+			plainUntil = ops
+			if rng.IntN(2) == 0 {
+				plainUntil = rng.IntN(ops)
+			}
+		}
 		cfg := Config{
-			Capacity:      1 + rng.IntN(6),
+			Capacity:      capacity,
 			Order:         orders[rng.IntN(len(orders))],
 			Priority:      prios[rng.IntN(len(prios))],
 			CoDelTarget:   time.Duration(1+rng.IntN(5)) * time.Millisecond,
@@ -234,12 +251,13 @@ func TestAgainstModel(t *testing.T) {
 		fail := func(op int, format string, args ...any) {
 			t.Fatalf("run %d (%+v), op %d at %v: %s", run, cfg, op, now.Sub(t0), fmt.Sprintf(format, args...))
 		}
+		wasRing := q.ring
 		for op := range ops {
 			now = now.Add(time.Duration(rng.IntN(4000)) * time.Microsecond)
 			switch k := rng.IntN(10); {
-			case k < 5:
+			case k < 5 || k == 9 && op < plainUntil:
 				it := Item[int]{Payload: op, Attempt: rng.IntN(4), Criticality: wire.Criticality(rng.IntN(6) - 3)}
-				if rng.IntN(3) > 0 {
+				if (withDeadlines || op >= plainUntil) && rng.IntN(3) > 0 {
 					it.Deadline = now.Add(time.Duration(rng.IntN(40000)) * time.Microsecond)
 				}
 				a := q.PushAt(now, it)
@@ -284,6 +302,12 @@ func TestAgainstModel(t *testing.T) {
 				fail(op, "next expiry %v %v; model %v %v", at, ok, mat, mok)
 			}
 		}
+		switch {
+		case q.ring:
+			rings++
+		case wasRing:
+			converted++
+		}
 		st := q.Stats()
 		for _, c := range []Counts{st.FirstTries, st.Retries} {
 			if c.Pushed != uint64(c.Queued)+c.Served+c.Removed+c.Shed()+c.Expired {
@@ -296,5 +320,8 @@ func TestAgainstModel(t *testing.T) {
 			t.Errorf("reason %v met %d times: the test does not exercise it", Reason(r), n)
 		}
 	}
-	t.Logf("reasons met: %v", seen)
+	if rings == 0 || converted == 0 {
+		t.Errorf("%d runs ended as rings, %d became lists: the test does not exercise both", rings, converted)
+	}
+	t.Logf("reasons met: %v; %d runs ended as rings, %d became lists midway", seen, rings, converted)
 }

@@ -120,6 +120,13 @@ const noSlot = -1
 // the storage of one that is done with. A Queue is not safe
 // for concurrent use. The zero Queue has capacity 0 and refuses every item
 // with QueueFull: build one with [New].
+//
+// A queue of one class served in FIFO or LIFO order (Priority none, Order
+// fifo or lifo: a plain queue, such as a simulated thread pool's) keeps
+// its items in a ring, in push order, until it is first given an item
+// with a deadline or asked to Remove one; from then on it keeps them in
+// linked lists, as every other queue does. The rules, the answers and the
+// handles are the same either way; the ring only saves the links.
 type Queue[T any] struct {
 	slots []slot[T]   // grows on demand up to capacity
 	cap   int         // Config.Capacity
@@ -145,6 +152,31 @@ type Queue[T any] struct {
 	minRemaining time.Duration
 
 	counts [2]Counts // first tries, retries
+
+	// ring: the items are ritems[rhead], ritems[rhead+1], … (wrapping
+	// at len(ritems)), oldest first, q.n of them; rtail is one past the
+	// newest. The slots, the free list, the class lists and the expiry
+	// heap are then unused. A queue starts as a ring if it may stay one
+	// (Priority none, Order fifo or lifo), and becomes a list queue
+	// (toList) for good when it meets an item with a deadline or a
+	// Remove: its items then move to the slots of the same index, so that
+	// their handles still find them.
+	ring         bool
+	ritems       []ringItem[T]
+	rhead, rtail int32
+}
+
+// ringItem is an item in a ring and its place's generation: an Item
+// without its Deadline (a ring holds none), 48 bytes for an 8-byte
+// payload where a slot takes 128, so that a long queue of a plain thread
+// pool (a simulated storm's) touches less memory.
+type ringItem[T any] struct {
+	payload  T
+	attempt  int
+	enqueued time.Time
+	gen      uint32
+	crit     wire.Criticality
+	used     bool
 }
 
 // list is a doubly linked list of slots, oldest (head) to newest (tail).
@@ -163,17 +195,16 @@ type slot[T any] struct {
 }
 
 // New validates c, fills its defaults and builds a Queue with room for
-// c.Capacity items, allocated now: about 150 bytes per item plus the
-// payload's size (150 KB for the default 1000 items and an int32 payload).
+// min(c.Capacity, 64) items, allocated now; the rest comes as it is used
+// (see [Queue]): about 130 bytes per item (50 in a plain queue's ring)
+// plus the payload's size.
 func New[T any](c Config) (*Queue[T], error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	c = c.WithDefaults()
 	q := &Queue[T]{
-		slots:        make([]slot[T], min(c.Capacity, initialSlots)),
 		cap:          c.Capacity,
-		heap:         make([]heapEntry, 0, min(c.Capacity, initialSlots)),
 		cfg:          c,
 		prio:         prioCodes[c.Priority],
 		lifo:         c.Order == LIFO,
@@ -182,14 +213,21 @@ func New[T any](c Config) (*Queue[T], error) {
 		interval:     c.CoDelInterval,
 		minRemaining: c.MinRemaining,
 	}
+	for i := range q.classes {
+		q.classes[i] = list{noSlot, noSlot}
+	}
+	if q.ring = q.prio == prioNone && !q.adaptive; q.ring {
+		q.ritems = make([]ringItem[T], min(c.Capacity, initialSlots))
+		q.free = noSlot
+		return q, nil
+	}
+	q.slots = make([]slot[T], min(c.Capacity, initialSlots))
+	q.heap = make([]heapEntry, 0, min(c.Capacity, initialSlots))
 	for i := range q.slots {
 		q.slots[i].next = int32(i + 1)
 		q.slots[i].pos = noSlot
 	}
 	q.slots[len(q.slots)-1].next = noSlot // Validate ensures Capacity ≥ 1
-	for i := range q.classes {
-		q.classes[i] = list{noSlot, noSlot}
-	}
 	return q, nil
 }
 
@@ -198,18 +236,26 @@ func New[T any](c Config) (*Queue[T], error) {
 // grow the same arrays again. q must be new: built by [New], nothing pushed
 // yet. old must not be used afterwards; its storage is cleared as q grows
 // into it, so q behaves exactly as a new queue would. Reuse does nothing if
-// old has less room than q or is q itself.
+// old is q itself, and takes none of old's storage that has less room
+// than q's (a plain queue's ring takes a ring, others take slots).
 func (q *Queue[T]) Reuse(old *Queue[T]) {
-	if old == nil || old == q || q.seq != 0 || cap(old.slots) < len(q.slots) {
+	if old == nil || old == q || q.seq != 0 {
 		return
 	}
-	slots := old.slots[:len(q.slots)]
-	copy(slots, q.slots) // q's fresh free list
-	q.slots = slots
+	if len(q.slots) > 0 && cap(old.slots) >= len(q.slots) {
+		slots := old.slots[:len(q.slots)]
+		copy(slots, q.slots) // q's fresh free list
+		q.slots = slots
+	}
+	if len(q.ritems) > 0 && cap(old.ritems) >= len(q.ritems) {
+		r := old.ritems[:len(q.ritems)]
+		clear(r)
+		q.ritems = r
+	}
 	if cap(old.heap) > cap(q.heap) {
 		q.heap = old.heap[:0]
 	}
-	old.slots, old.heap, old.free, old.cap = nil, nil, noSlot, 0
+	old.slots, old.ritems, old.heap, old.free, old.cap = nil, nil, nil, noSlot, 0
 }
 
 // Config returns the queue's configuration, defaults filled in.
@@ -305,6 +351,22 @@ func (q *Queue[T]) PushTo(now time.Time, it *Item[T], a *Admission[T]) {
 
 // push is PushAt on the caller's item, filling in a, which is zero.
 func (q *Queue[T]) push(now time.Time, it *Item[T], a *Admission[T]) {
+	if q.ring {
+		// The common case of a ring, without the rest of push: no
+		// deadline, not full, room at the ring's tail.
+		if i := q.rtail; q.n < q.cap && int(i) < len(q.ritems) && q.n < len(q.ritems) && it.Deadline.IsZero() {
+			k := kind(it)
+			q.counts[k].Pushed++
+			if q.n == 0 {
+				q.lastEmpty, q.classLastEmpty[0] = now, now
+			}
+			a.Handle = Handle{slot: i, gen: q.ringPut(i, now, it, k)}
+			return
+		}
+		if !it.Deadline.IsZero() {
+			q.toList()
+		}
+	}
 	k := kind(it)
 	q.counts[k].Pushed++
 	if !it.Deadline.IsZero() && !now.Before(it.Deadline.Add(-q.minRemaining)) {
@@ -335,11 +397,15 @@ func (q *Queue[T]) push(now time.Time, it *Item[T], a *Admission[T]) {
 			a.Refused = QueueFull
 			return
 		}
-		i := q.classes[w].tail
-		if newest {
-			i = q.classes[w].head
+		if q.ring {
+			q.ringTake(newest, &a.Victim) // serving newest first, it would serve the oldest last
+		} else {
+			i := q.classes[w].tail
+			if newest {
+				i = q.classes[w].head
+			}
+			q.remove(i, &a.Victim)
 		}
-		q.remove(i, &a.Victim)
 		a.VictimReason = Evicted
 		q.counts[kind(&a.Victim)].Evicted++
 	}
@@ -350,6 +416,9 @@ func (q *Queue[T]) push(now time.Time, it *Item[T], a *Admission[T]) {
 		q.classLastEmpty[r] = now
 	}
 
+	if q.ring && q.ringPlace(now, it, a) {
+		return
+	}
 	if q.free == noSlot {
 		q.grow()
 	}
@@ -367,14 +436,7 @@ func (q *Queue[T]) push(now time.Time, it *Item[T], a *Admission[T]) {
 	q.seq++
 	s.seq = q.seq
 
-	l := &q.classes[r]
-	s.prev, s.next = l.tail, noSlot
-	if l.tail == noSlot {
-		l.head = i
-	} else {
-		q.slots[l.tail].next = i
-	}
-	l.tail = i
+	q.link(&q.classes[r], i)
 	q.nonEmpty |= 1 << r
 	q.n++
 	q.counts[k].Queued++
@@ -427,6 +489,31 @@ func (q *Queue[T]) pop(now time.Time, it *Item[T]) (why Reason, ok bool) {
 	if q.n == 0 {
 		return None, false
 	}
+	if q.ring && !q.lifo {
+		// A FIFO ring's oldest, as ringTake takes it, written here.
+		i := q.rhead
+		if q.rhead++; int(q.rhead) == len(q.ritems) {
+			q.rhead = 0
+		}
+		r := &q.ritems[i]
+		it.Payload, it.Attempt, it.Criticality, it.Enqueued = r.payload, r.attempt, r.crit, r.enqueued
+		var none T
+		r.payload = none
+		r.used = false
+		if q.n--; q.n == 0 {
+			q.nonEmpty = 0
+			q.rhead, q.rtail = 0, 0
+		}
+		k := kind(it)
+		q.counts[k].Queued--
+		q.counts[k].Served++
+		return None, true
+	}
+	if q.ring {
+		q.ringTake(false, it)
+		q.counts[kind(it)].Served++
+		return None, true
+	}
 	if len(q.heap) > 0 && !now.Before(q.slots[q.heap[0].slot].expiry) {
 		*it, why = q.expireTop()
 		return why, true
@@ -469,12 +556,11 @@ func (q *Queue[T]) NextExpiry() (at time.Time, ok bool) {
 // already left the queue (served, shed, expired or removed) or h identifies
 // nothing.
 func (q *Queue[T]) Remove(h Handle) (it Item[T], ok bool) {
-	if h.gen == 0 || h.slot < 0 || int(h.slot) >= len(q.slots) {
+	if !q.holds(h) {
 		return it, false
 	}
-	s := &q.slots[h.slot]
-	if !s.used || s.gen != h.gen {
-		return it, false
+	if q.ring {
+		q.toList()
 	}
 	q.remove(h.slot, &it)
 	q.counts[kind(&it)].Removed++
@@ -487,15 +573,36 @@ func (q *Queue[T]) Remove(h Handle) (it Item[T], ok bool) {
 // newer request take the place of a twin it supersedes (see the supersede
 // package), so that the newer one does not start again at the back.
 func (q *Queue[T]) Swap(h Handle, payload T) (old T, ok bool) {
-	if h.gen == 0 || h.slot < 0 || int(h.slot) >= len(q.slots) {
+	if !q.holds(h) {
 		return old, false
+	}
+	if q.ring {
+		r := &q.ritems[h.slot]
+		old, r.payload = r.payload, payload
+		return old, true
 	}
 	s := &q.slots[h.slot]
-	if !s.used || s.gen != h.gen {
-		return old, false
-	}
 	old, s.item.Payload = s.item.Payload, payload
 	return old, true
+}
+
+// holds reports whether the item h identifies is in the queue.
+func (q *Queue[T]) holds(h Handle) bool {
+	if h.gen == 0 || h.slot < 0 {
+		return false
+	}
+	if q.ring {
+		if int(h.slot) >= len(q.ritems) {
+			return false
+		}
+		r := &q.ritems[h.slot]
+		return r.used && r.gen == h.gen
+	}
+	if int(h.slot) >= len(q.slots) {
+		return false
+	}
+	s := &q.slots[h.slot]
+	return s.used && s.gen == h.gen
 }
 
 // expireTop removes the heap's top item, whose time is up, and counts it.
@@ -546,4 +653,140 @@ func (q *Queue[T]) remove(i int32, dst *Item[T]) {
 	q.free = i
 	q.n--
 	q.counts[kind(dst)].Queued--
+}
+
+// link appends slot i to the list l.
+func (q *Queue[T]) link(l *list, i int32) {
+	s := &q.slots[i]
+	s.prev, s.next = l.tail, noSlot
+	if l.tail == noSlot {
+		l.head = i
+	} else {
+		q.slots[l.tail].next = i
+	}
+	l.tail = i
+}
+
+// --- the ring ------------------------------------------------------------------
+
+// ringPlace puts it, pushed at now, at the ring's tail and reports true,
+// or reports false having made q a list queue, when the ring is full and
+// wrapped and only the list can grow. The rest of push has run: it is
+// admitted, and any victim has left.
+func (q *Queue[T]) ringPlace(now time.Time, it *Item[T], a *Admission[T]) bool {
+	i := q.rtail
+	if int(i) == len(q.ritems) {
+		// At the end of the storage: go on at its start, or grow it
+		// in place (the items keep their places, and so their handles).
+		// A queue more than a quarter full grows, so that one that keeps
+		// growing does not wrap and then fill (which would need a move);
+		// storage beyond it comes to at most the capacity.
+		if len(q.ritems) < q.cap && q.n > len(q.ritems)/4 {
+			q.ringGrow()
+		} else {
+			i = 0
+		}
+	}
+	if q.n == len(q.ritems) {
+		// Full and wrapped (a full ring that does not wrap grew above):
+		// growing would move items.
+		q.toList()
+		return false
+	}
+	a.Handle = Handle{slot: i, gen: q.ringPut(i, now, it, kind(it))}
+	return true
+}
+
+// ringPut puts it (of kind k), pushed at now, in place i, the ring's new
+// tail, counts it queued, and returns the place's new generation. Small
+// enough to be inlined into push.
+func (q *Queue[T]) ringPut(i int32, now time.Time, it *Item[T], k int) uint32 {
+	r := &q.ritems[i]
+	r.used = true
+	if r.gen++; r.gen == 0 { // the zero Handle must never match
+		r.gen = 1
+	}
+	r.payload, r.attempt, r.crit, r.enqueued = it.Payload, it.Attempt, it.Criticality, now
+	q.seq++
+	q.rtail, q.nonEmpty = i+1, 1
+	q.n++
+	q.counts[k].Queued++
+	return r.gen
+}
+
+// ringGrow doubles the storage of a ring whose items do not wrap past its
+// end (up to the capacity), keeping every item in its place.
+func (q *Queue[T]) ringGrow() {
+	old := len(q.ritems)
+	q.ritems = append(q.ritems, make([]ringItem[T], min(q.cap, 2*old)-old)...)
+}
+
+// ringTake removes the ring's oldest item (oldest) or its newest, which
+// exists, copies it to dst and counts it as no longer queued. The caller
+// counts how it left.
+func (q *Queue[T]) ringTake(oldest bool, dst *Item[T]) {
+	var i int32
+	if oldest {
+		i = q.rhead
+		q.rhead++
+		if int(q.rhead) == len(q.ritems) {
+			q.rhead = 0
+		}
+	} else {
+		if q.rtail == 0 {
+			q.rtail = int32(len(q.ritems))
+		}
+		q.rtail--
+		i = q.rtail
+	}
+	r := &q.ritems[i]
+	*dst = Item[T]{Payload: r.payload, Attempt: r.attempt, Criticality: r.crit, Enqueued: r.enqueued}
+	var none T
+	r.payload = none
+	r.used = false
+	q.n--
+	if q.n == 0 {
+		q.nonEmpty = 0
+		q.rhead, q.rtail = 0, 0
+	}
+	q.counts[kind(dst)].Queued--
+}
+
+// toList makes a ring queue a list queue, for good: the items move to the
+// slots of their places (so that their handles still find them), linked
+// oldest to newest into class 0; each slot takes its place's generation,
+// and those without an item go on the free list.
+func (q *Queue[T]) toList() {
+	q.ring = false
+	if n := len(q.ritems); len(q.slots) < n {
+		q.slots = append(q.slots, make([]slot[T], n-len(q.slots))...)
+	}
+	for j := range q.slots {
+		q.slots[j].pos = noSlot
+	}
+	for j := range q.ritems {
+		r, s := &q.ritems[j], &q.slots[j]
+		s.gen, s.used = r.gen, r.used
+		if r.used {
+			s.item = Item[T]{Payload: r.payload, Attempt: r.attempt, Criticality: r.crit, Enqueued: r.enqueued}
+		}
+	}
+	l := list{noSlot, noSlot}
+	i := q.rhead
+	for range q.n {
+		q.link(&l, i)
+		if i++; int(i) == len(q.ritems) {
+			i = 0
+		}
+	}
+	q.classes[0] = l
+	q.free = noSlot
+	for j := len(q.slots) - 1; j >= 0; j-- {
+		if s := &q.slots[j]; !s.used {
+			s.prev, s.next = noSlot, q.free
+			q.free = int32(j)
+		}
+	}
+	q.ritems = nil
+	q.rhead, q.rtail = 0, 0
 }

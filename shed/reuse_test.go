@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // script runs a random mix of pushes (with and without deadlines, first
@@ -65,13 +66,20 @@ func TestReuse(t *testing.T) {
 		want := script(mustNew[int](t, cfg), 9, 5000)
 		for _, tt := range tests {
 			t.Run(fmt.Sprintf("%d/%s", cfg.Capacity, tt.name), func(t *testing.T) {
-				old := mustNew[int](t, tt.prev)
+				// The old queue is of the new one's kind (a plain
+				// queue's ring, or slots), so that it has storage q can
+				// take, unless the script's deadlines made it a list
+				// and the new one is a ring.
+				prev := tt.prev
+				prev.Order, prev.Priority = cfg.Order, cfg.Priority
+				old := mustNew[int](t, prev)
 				script(old, 4, tt.prevOps)
-				room := &old.slots[:1][0]
+				room := storage(old)
 				q := mustNew[int](t, cfg)
+				wantUsed := tt.wantUsed && (old.ring || !q.ring)
 				q.Reuse(old)
-				if used := &q.slots[0] == room; used != tt.wantUsed {
-					t.Errorf("storage reused: %v, want %v", used, tt.wantUsed)
+				if used := storage(q) == room; used != wantUsed {
+					t.Errorf("storage reused: %v, want %v", used, wantUsed)
 				}
 				if got := script(q, 9, 5000); got != want {
 					t.Errorf("reused queue differs from a new one:\n%s", firstDiff(got, want))
@@ -81,16 +89,29 @@ func TestReuse(t *testing.T) {
 	}
 }
 
+// storage returns the address of the first item place of q: its ring's
+// or its slots'.
+func storage(q *Queue[int]) uintptr {
+	if q.ring {
+		return uintptr(unsafe.Pointer(&q.ritems[:1][0]))
+	}
+	return uintptr(unsafe.Pointer(&q.slots[:1][0]))
+}
+
 // TestReuseUsedQueue: Reuse leaves a queue that has held items alone.
 func TestReuseUsedQueue(t *testing.T) {
-	old := mustNew[int](t, Config{Capacity: 1000})
-	script(old, 4, 3000)
-	q := mustNew[int](t, Config{Capacity: 1000})
-	q.PushAt(t0, Item[int]{Payload: 1})
-	before := &q.slots[0]
-	q.Reuse(old)
-	if &q.slots[0] != before {
-		t.Error("Reuse replaced the storage of a queue in use")
+	for _, cfg := range []Config{{Capacity: 1000}, {Capacity: 1000, Priority: NoPriority}} {
+		old := mustNew[int](t, cfg)
+		for i := range 500 {
+			old.PushAt(t0, Item[int]{Payload: i})
+		}
+		q := mustNew[int](t, cfg)
+		q.PushAt(t0, Item[int]{Payload: 1})
+		before := storage(q)
+		q.Reuse(old)
+		if storage(q) != before {
+			t.Errorf("%+v: Reuse replaced the storage of a queue in use", cfg)
+		}
 	}
 }
 

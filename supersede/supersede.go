@@ -45,6 +45,7 @@ package supersede
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -79,6 +80,40 @@ func ParseKey(v string) (string, error) {
 	}
 	return v, nil
 }
+
+// Scope is the scope of an idempotency key, built part by part by a
+// server's shell: what the request addresses and who sends it. Two
+// requests are twins only if they carry the same key in the same scope.
+// Each part goes in with its tag and its length, so that no two different
+// lists of parts give the same scope. The zero Scope is empty and ready.
+type Scope struct{ b strings.Builder }
+
+// Add adds the part v, tagged tag (a letter that names what it is).
+func (s *Scope) Add(tag byte, v string) {
+	s.b.WriteByte(tag)
+	s.b.WriteString(strconv.Itoa(len(v)))
+	s.b.WriteByte(':')
+	s.b.WriteString(v)
+}
+
+// Caller adds who sends the request as its credentials tell: the values of
+// its authorization and cookie headers (or metadata) and its TLS client
+// certificate (DER; nil: none). A caller without credentials adds nothing:
+// all such callers are one to the scope.
+func (s *Scope) Caller(authorization, cookie []string, cert []byte) {
+	for _, v := range authorization {
+		s.Add('a', v)
+	}
+	for _, v := range cookie {
+		s.Add('c', v)
+	}
+	if cert != nil {
+		s.Add('t', string(cert))
+	}
+}
+
+// String returns the scope.
+func (s *Scope) String() string { return s.b.String() }
 
 // What a request does on arrival, from [Table.ArriveAt].
 type Action uint8

@@ -202,3 +202,35 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+// Scopes built from different parts never read alike, whatever the
+// parts' bytes: each goes in with its tag and length.
+func TestScope(t *testing.T) {
+	build := func(f func(s *Scope)) string {
+		var s Scope
+		f(&s)
+		return s.String()
+	}
+	scopes := map[string]string{
+		"path a, query b":   build(func(s *Scope) { s.Add('p', "a"); s.Add('q', "b") }),
+		"path ab":           build(func(s *Scope) { s.Add('p', "ab"); s.Add('q', "") }),
+		"path a1:b":         build(func(s *Scope) { s.Add('p', "a1:b") }),
+		"query a":           build(func(s *Scope) { s.Add('q', "a") }),
+		"no credentials":    build(func(s *Scope) { s.Caller(nil, nil, nil) }),
+		"authorization x":   build(func(s *Scope) { s.Caller([]string{"x"}, nil, nil) }),
+		"cookie x":          build(func(s *Scope) { s.Caller(nil, []string{"x"}, nil) }),
+		"two authorization": build(func(s *Scope) { s.Caller([]string{"x", "y"}, nil, nil) }),
+		"certificate x":     build(func(s *Scope) { s.Caller(nil, nil, []byte("x")) }),
+	}
+	seen := map[string]string{}
+	for name, s := range scopes {
+		if other, ok := seen[s]; ok {
+			t.Errorf("%s and %s read alike: %q", name, other, s)
+		}
+		seen[s] = name
+	}
+	if a, b := build(func(s *Scope) { s.Caller([]string{"x"}, []string{"c"}, []byte{0, 1}) }),
+		build(func(s *Scope) { s.Caller([]string{"x"}, []string{"c"}, []byte{0, 1}) }); a != b {
+		t.Errorf("the same parts: %q and %q", a, b)
+	}
+}

@@ -20,6 +20,8 @@
 //	                              once the deadline has passed.
 //	Stormguard-Attempt            request: the attempt number, decimal, 1 for a
 //	                              first try, at most MaxAttempt. "1", "3".
+//	                              Absent (or malformed) means 1: stormguard's
+//	                              clients send it on retries only.
 //	Stormguard-Overload           response: "instance" (this instance is
 //	                              overloaded: retry on another one, after a
 //	                              delay) or "service" (the whole service is

@@ -1,7 +1,9 @@
 package hostspeed
 
 import (
+	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,18 +30,34 @@ func TestEnvironmentFloor(t *testing.T) {
 	Measure()
 }
 
-// TestBusyHostIsSlower starts one busy loop per core and checks that the
+// TestBusyHostIsSlower starts two busy loops per core and checks that the
 // CPU probe sees its share fall: with 2 spinners per core beside each probe
-// the probe gets about a third of a core, so the ratio must clearly exceed
-// an idle reading.
+// the probe gets at most a third of a core, so the busy reading must clearly
+// exceed the idle one. On a host that is already loaded by other processes
+// the "idle" reading is itself high and both readings move with that load,
+// so the test takes up to three idle/busy pairs, back to back, and passes on
+// the first pair that shows the spinners; it fails only if none does.
 func TestBusyHostIsSlower(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spins every core")
 	}
-	idle := cpuFactor()
+	var seen []string
+	for range 3 {
+		idle := cpuFactor()
+		busy := withSpinners(2*runtime.GOMAXPROCS(0), cpuFactor)
+		if busy >= 1.5 && busy >= idle*1.3 {
+			return
+		}
+		seen = append(seen, fmt.Sprintf("idle %.2f busy %.2f", idle, busy))
+	}
+	t.Fatalf("cpuFactor with 2 spinners per core never read >= 1.5 and >= 1.3 × the idle reading taken just before: %s", strings.Join(seen, "; "))
+}
+
+// withSpinners runs f while n busy loops, each on its own OS thread, spin.
+func withSpinners(n int, f func() float64) float64 {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	for range 2 * runtime.GOMAXPROCS(0) {
+	for range n {
 		wg.Go(func() {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
@@ -50,10 +68,8 @@ func TestBusyHostIsSlower(t *testing.T) {
 			sink(x)
 		})
 	}
-	busy := cpuFactor()
+	v := f()
 	stop.Store(true)
 	wg.Wait()
-	if busy < 1.5 || busy < idle*1.3 {
-		t.Fatalf("cpuFactor: idle %.2f, with 2 spinners per core %.2f; want the busy reading >= 1.5 and >= 1.3 × idle", idle, busy)
-	}
+	return v
 }

@@ -201,11 +201,16 @@ func newEnv(t *testing.T, exp Exporter) *env {
 		return s, srv.URL
 	}
 	e.shop, e.shopURL = server(Shop, httpx.ServerConfig{
-		Queue: shed.Config{Capacity: 1}, Dials: e.dials,
+		Config: admit.Config{
+			Queue: shed.Config{Capacity: 1},
+			Dials: e.dials,
+		},
 		ThrottleClient: func(r *http.Request) bool { return r.Header.Get("X-Throttle") != "" },
 	}, e.shopHold)
 	e.lifo, e.lifoURL = server(LIFO, httpx.ServerConfig{
-		Queue: shed.Config{Order: shed.AdaptiveLIFO, CoDelTarget: 5 * time.Millisecond, CoDelInterval: 20 * time.Millisecond},
+		Config: admit.Config{
+			Queue: shed.Config{Order: shed.AdaptiveLIFO, CoDelTarget: 5 * time.Millisecond, CoDelInterval: 20 * time.Millisecond},
+		},
 	}, e.lifoHold)
 
 	quick := retry.Policy{MaxAttempts: 2, Backoff: backoff.Policy{Kind: backoff.Constant, Base: time.Millisecond}, Pushback: retry.Pushback{Ignore: true}}

@@ -14,7 +14,10 @@
 // [Server.Promote] makes it a primary (REPLICAOF NO ONE); a [Proxy] keeps the
 // clients on one address while the test moves them from one server to
 // another or cuts them off; [Server.Do] sends a test's own administrative
-// commands (FLUSHALL, REPLICAOF …).
+// commands (FLUSHALL, REPLICAOF …). [StartCluster] starts a Redis Cluster
+// (redis-server --cluster-enabled yes, redis-cli --cluster create),
+// [StartSentinel] a master, a replica and three sentinels, [StartTLS] a
+// server that also listens for TLS with certificates [NewCerts] generates.
 //
 // The helpers are safe for concurrent use; each Server and Proxy is stopped
 // by the cleanup of the test that started it.
@@ -47,6 +50,10 @@ type Server struct {
 	port  int
 	dir   string
 	extra []string // more redis-server arguments
+	conf  string   // a sentinel's configuration file ("" for a server)
+
+	tlsPort int // with StartTLS
+	busPort int // a cluster node's bus
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -94,22 +101,28 @@ func Start(tb testing.TB, args ...string) *Server {
 		return nil // not reached: the test was skipped or failed
 	}
 	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), extra: args}
-	tb.Cleanup(s.stop)
+	s.launch()
+	return s
+}
+
+// launch starts s on a free port and registers the cleanup that kills it.
+func (s *Server) launch() {
+	s.tb.Helper()
+	s.tb.Cleanup(s.stop)
 	// Another process may take the port between the probe and the start:
 	// try a few ports.
 	var lastErr error
 	for range 5 {
 		port, err := freePort()
 		if err != nil {
-			tb.Fatalf("redistest: %v", err)
+			s.tb.Fatalf("redistest: %v", err)
 		}
 		s.port = port
 		if lastErr = s.start(); lastErr == nil {
-			return s
+			return
 		}
 	}
-	tb.Fatalf("redistest: %v", lastErr)
-	return nil
+	s.tb.Fatalf("redistest: %v", lastErr)
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -128,18 +141,25 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 
 // start launches the process and waits for PING. s.mu must not be held.
 func (s *Server) start() error {
-	args := append([]string{
-		"--port", strconv.Itoa(s.port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", s.dir,
-		"--daemonize", "no",
-		"--loglevel", "warning",
-		// A replica's first sync starts at once, not after the default 5s
-		// wait for more replicas.
-		"--repl-diskless-sync-delay", "0",
-	}, s.extra...)
+	var args []string
+	if s.conf != "" {
+		args = []string{s.conf, "--sentinel",
+			"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
+			"--daemonize", "no", "--loglevel", "warning"}
+	} else {
+		args = append([]string{
+			"--port", strconv.Itoa(s.port),
+			"--bind", "127.0.0.1",
+			"--save", "",
+			"--appendonly", "no",
+			"--dir", s.dir,
+			"--daemonize", "no",
+			"--loglevel", "warning",
+			// A replica's first sync starts at once, not after the default 5s
+			// wait for more replicas.
+			"--repl-diskless-sync-delay", "0",
+		}, s.extra...)
+	}
 	cmd := exec.Command(s.bin, args...)
 	dieWithParent(cmd)
 	var stderr bytes.Buffer
@@ -194,6 +214,13 @@ func ping(addr string) error {
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
+}
+
+// running reports whether the server's process runs.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
 }
 
 // Kill stops the server at once (SIGKILL), as a crash would, and waits for

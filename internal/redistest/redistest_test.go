@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"net"
 	"strconv"
@@ -165,4 +166,67 @@ func portOf(t *testing.T, addr string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+func TestClusterNodes(t *testing.T) {
+	c := StartCluster(t, 3)
+	if len(c.Addrs()) != 3 {
+		t.Fatalf("%d nodes", len(c.Addrs()))
+	}
+	m := c.MasterOf("{k}x")
+	if got := m.MustDo("SET", "{k}x", "1"); got != "OK" {
+		t.Fatalf("SET on the slot's master: %q", got)
+	}
+	for _, n := range c.Nodes {
+		if n != m {
+			if _, err := n.Do("GET", "{k}x"); err == nil || !strings.HasPrefix(err.Error(), "MOVED") {
+				t.Errorf("another master answered %v, want MOVED", err)
+			}
+		}
+	}
+	r := c.AddReplica(m)
+	if role := r.MustDo("ROLE"); !strings.HasPrefix(role, "slave") {
+		t.Errorf("the replica's role: %q", role)
+	}
+}
+
+func TestSentinelFailover(t *testing.T) {
+	set := StartSentinel(t)
+	if a, err := set.MasterAddr(); err != nil || a != set.Master.Addr() {
+		t.Fatalf("master %s %v, want %s", a, err, set.Master.Addr())
+	}
+	set.Master.Kill()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if a, _ := set.MasterAddr(); a == set.Replica.Addr() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sentinels did not promote the replica")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestStartTLS(t *testing.T) {
+	certs := NewCerts(t)
+	s := StartTLS(t, certs, true)
+	c, err := tls.Dial("tcp", s.TLSAddr(), certs.ClientTLS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := roundTrip(c, bufio.NewReader(c), "PING"); err != nil || got != "PONG" {
+		t.Errorf("PING over TLS: %q %v", got, err)
+	}
+	// Without a client certificate the server refuses.
+	cfg := certs.ClientTLS(t)
+	cfg.Certificates = nil
+	if c2, err := tls.Dial("tcp", s.TLSAddr(), cfg); err == nil {
+		_, err = roundTrip(c2, bufio.NewReader(c2), "PING")
+		c2.Close()
+		if err == nil {
+			t.Error("a client without a certificate was served")
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package yamlnode
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -73,4 +74,68 @@ func TestFieldName(t *testing.T) {
 		}
 	}
 	_ = s{}.hidden
+}
+
+// TestOneDocument: one document is read with its aliases expanded; no
+// document, a second one, a syntax error and an alias bomb are refused at
+// their lines.
+func TestOneDocument(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      string // the expanded root, encoded, when it is read
+		err       *DocError
+		empty     bool
+	}{
+		{"one", "a: &x 1\nb: *x\n", "a: 1\nb: 1\n", nil, false},
+		{"empty", "# nothing\n", "", nil, true},
+		{"second document", "a: 1\n---\nb: 2\n", "", &DocError{Line: 2, Msg: "a second YAML document starts here", Second: true}, false},
+		{"syntax", "a: 1\nb: [\n", "", &DocError{Line: 2, Msg: "did not find expected node content"}, false},
+		{"alias bomb", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + bomb(), "", &DocError{Line: 1, Msg: "the file expands to more than 100000 nodes (aliases?)"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root, err := OneDocument([]byte(tt.src))
+			var de *DocError
+			switch {
+			case tt.empty:
+				if !errors.Is(err, ErrEmpty) {
+					t.Fatalf("err = %v, want ErrEmpty", err)
+				}
+			case tt.err != nil:
+				if !errors.As(err, &de) || *de != *tt.err {
+					t.Fatalf("err = %#v, want %#v", err, tt.err)
+				}
+			default:
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, _ := yaml.Marshal(root)
+				if string(out) != tt.want {
+					t.Errorf("root = %q, want %q", out, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestSyntaxErrorLine: a parser's error is reported at the line where the
+// text goes wrong; yaml.v3 names the line before the construct it was
+// reading (an unclosed flow mapping on line 3 said line 2, a key indented
+// wrong on line 4 said line 1).
+func TestSyntaxErrorLine(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		line int
+	}{
+		{"a: 1\nb:\n  c: {d: 1\ne: 2\n", 3},
+		{"a:\n  - b: 1\n    c: 2\n   d: 3\n", 4},
+		{"a: 1\nb: c: d\n", 2},
+		{"a: 1\nb: @x\n", 2},
+	} {
+		_, err := OneDocument([]byte(c.text))
+		var de *DocError
+		if !errors.As(err, &de) || de.Line != c.line {
+			t.Errorf("%q: %v, want an error at line %d", c.text, err, c.line)
+		}
+	}
 }
