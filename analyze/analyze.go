@@ -2,7 +2,7 @@
 // scenario, and models a service under retries as a fluid.
 //
 // [Scenario] reads a system described in the simulator's vocabulary
-// ([sim.Scenario]: clients, services, calls, policies) and computes, for
+// ([scenario.Scenario]: clients, services, calls, policies) and computes, for
 // every dependency path, the worst-case amplification (the product of the
 // attempts of every layer, and the figure the retry budgets allow), the load
 // at which every service becomes vulnerable (capacity ÷ amplification), and
@@ -24,7 +24,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // Severity ranks a finding. Error findings make `stormguard analyze` exit
@@ -180,7 +180,8 @@ type ServiceFigure struct {
 	Bounded bool `json:"bounded"`
 	// Capacity: attempts per second, workers ÷ Hold (or per_tick ÷ tick),
 	// times the replicas, with every worker busy (past a thrashing knee:
-	// at the fallen speed; see docs/analyze.md for the capacity laws).
+	// at the fallen speed; see docs/analyze.md for the capacity laws):
+	// scenario.Figure's, the figure sweep takes too.
 	Capacity float64 `json:"capacity_per_s"`
 	// PeakCapacity: the capacity below a thrashing knee, when it is higher.
 	PeakCapacity float64 `json:"peak_capacity_per_s,omitempty"`
@@ -251,7 +252,7 @@ const MaxPaths = 1000
 // Scenario analyses one scenario (a run of a file, or one built in code).
 // It applies the simulator's defaults first. The error is the scenario's
 // validation error.
-func Scenario(s sim.Scenario) (Analysis, error) {
+func Scenario(s scenario.Scenario) (Analysis, error) {
 	g, err := newGraph(s)
 	if err != nil {
 		return Analysis{}, err
@@ -385,7 +386,7 @@ func (g *graph) services() []ServiceFigure {
 			}
 		}
 		sf.CacheHitRate = g.hit[i]
-		sf.FirstTriesFirst = firstTriesFirst(v)
+		sf.FirstTriesFirst = firstTriesFirst(g.def.Services[i])
 		// The attempt models for the vulnerable load: a service that serves
 		// first tries first counts only first tries on its incoming edges.
 		effective := func(att func(*edge, float64) float64) func(*edge, float64) float64 {
@@ -429,12 +430,10 @@ func (g *graph) services() []ServiceFigure {
 }
 
 // firstTriesFirst reports whether the service's queue serves first tries
-// before retries, with the simulator's defaults.
-func firstTriesFirst(v sim.Service) bool {
+// before retries; v has its defaults (defenses: stormguard sets the
+// discipline).
+func firstTriesFirst(v scenario.Service) bool {
 	d := v.Queue.Discipline
-	if d == "" && v.Defenses == "stormguard" {
-		d = "first-tries-adaptive-lifo"
-	}
 	return v.Capacity == nil && (d == "first-tries-first" || d == "first-tries-adaptive-lifo")
 }
 
@@ -473,7 +472,7 @@ func (g *graph) fluid(i int) *FluidFigure {
 
 // File analyses every run of a scenario file, and the base scenario when
 // no run is the base unchanged (and it is valid on its own).
-func File(f sim.File) (Report, error) {
+func File(f scenario.File) (Report, error) {
 	r := Report{File: f.Path, Scenario: f.Base.Name, Description: f.Base.Description}
 	base := true
 	for _, run := range f.Runs {

@@ -7,18 +7,19 @@ import (
 	"testing"
 
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
-func loadExample(t *testing.T, name string) sim.File {
+func loadExample(t *testing.T, name string) scenario.File {
 	t.Helper()
-	f, err := sim.Load(filepath.Join("..", "examples", name))
+	f, err := scenario.Load(filepath.Join("..", "examples", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
 }
 
-func mustAnalyze(t *testing.T, s sim.Scenario) Analysis {
+func mustAnalyze(t *testing.T, s scenario.Scenario) Analysis {
 	t.Helper()
 	a, err := Scenario(s)
 	if err != nil {
@@ -52,7 +53,7 @@ func service(t *testing.T, a Analysis, name string) ServiceFigure {
 // sre64 is the SRE book's example (REFERENCES.md §1.4): a JavaScript
 // client, a frontend and a backend each make up to 4 attempts, and the
 // database fails every answer.
-func sre64(t *testing.T, arrivals string) sim.Scenario {
+func sre64(t *testing.T, arrivals string) scenario.Scenario {
 	return sc(t, `{name: js, target: frontend, arrivals: `+arrivals+`, timeout: 10s, policy: {preset: naive, max_attempts: 4}}`,
 		`{name: frontend, workers: 1000, service_time: {mean: 1ms}, calls: [{service: backend, timeout: 10s, policy: {preset: naive, max_attempts: 4}}]}`,
 		`{name: backend, workers: 1000, service_time: {mean: 1ms}, calls: [{service: db, timeout: 10s, policy: {preset: naive, max_attempts: 4}}]}`,
@@ -204,7 +205,7 @@ func TestRetryChanceArithmetic(t *testing.T) {
 		{"chance-15%", 1.15, true},
 		{"always", 2, true},
 	} {
-		var s sim.Scenario
+		var s scenario.Scenario
 		for _, r := range f.Runs {
 			if r.Name == c.run {
 				s = r.Scenario

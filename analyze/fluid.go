@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // Params describes one service and the clients that call it, for the fluid
@@ -61,8 +61,8 @@ type Params struct {
 	// is the attempts present, in service and queued, and Capacity is
 	// derived: the law's throughput with every worker busy, × Replicas.
 	// nil: fixed workers, whose state is the queue.
-	Law     *sim.CapacityLaw `json:"capacity_law,omitempty"`
-	Workers int              `json:"workers,omitempty"`
+	Law     *scenario.CapacityLaw `json:"capacity_law,omitempty"`
+	Workers int                   `json:"workers,omitempty"`
 	// ErrorRate e: an attempt the service answers in time fails anyway
 	// with this probability (the simulator's error_rate: a transient error
 	// the caller retries), so an attempt fails with probability

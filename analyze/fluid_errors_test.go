@@ -3,7 +3,8 @@ package analyze
 import (
 	"testing"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // errorsYAML: a database of 100 attempts/s (10 workers × 100 ms) whose
@@ -25,7 +26,7 @@ services:
 // about capacity ÷ 1.56 = 64/s, where without errors it is near the
 // capacity.
 func TestFluidErrorRate(t *testing.T) {
-	f, err := sim.Parse("errors.yaml", []byte(errorsYAML))
+	f, err := scenario.Parse("errors.yaml", []byte(errorsYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,15 +45,15 @@ func TestFluidErrorRate(t *testing.T) {
 		t.Errorf("collapse at %.1f/s with errors, want about 64", th.Collapse)
 	}
 	clean := s
-	clean.Services = append([]sim.Service(nil), s.Services...)
+	clean.Services = append([]scenario.Service(nil), s.Services...)
 	clean.Services[0].ErrorRate = 0
 	if _, thClean := fluidOf(t, clean, "app"); !(thClean.Collapse > 90) {
 		t.Errorf("collapse at %.1f/s without errors, want above 90", thClean.Collapse)
 	}
 
 	r := runAll(t, s)[0]
-	offered := serviceMean(r, func(b sim.ServiceBin) float64 { return b.OfferedFirst + b.OfferedRetries }, 10, 110)
+	offered := serviceMean(r, func(b result.ServiceBin) float64 { return b.OfferedFirst + b.OfferedRetries }, 10, 110)
 	within(t, "simulated attempts offered/s", offered, eq.Offered, 0.05)
-	goodput := meanOver(r.Clients[0].Bins, func(b sim.ClientBin) float64 { return b.T }, func(b sim.ClientBin) float64 { return b.Goodput }, 10, 110)
+	goodput := meanOver(r.Clients[0].Bins, func(b result.ClientBin) float64 { return b.T }, func(b result.ClientBin) float64 { return b.Goodput }, 10, 110)
 	within(t, "simulated goodput/s", goodput, eq.Goodput, 0.05)
 }

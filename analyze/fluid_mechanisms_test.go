@@ -11,15 +11,17 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // The simulator's mechanisms in the fluid model (docs/analyze.md,
 // "Mechanisms in the fluid model"), each against the simulator.
 
 // runAll runs scenarios in parallel (two at a time) and fails on an error.
-func runAll(t *testing.T, ss ...sim.Scenario) []sim.Result {
+func runAll(t *testing.T, ss ...scenario.Scenario) []result.Result {
 	t.Helper()
-	out := make([]sim.Result, len(ss))
+	out := make([]result.Result, len(ss))
 	errs := make([]error, len(ss))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 2)
@@ -51,25 +53,25 @@ func meanOver[B any](bins []B, t func(B) float64, v func(B) float64, from, to fl
 	return sum / float64(n)
 }
 
-func clientGoodput(r sim.Result, from, to float64) float64 {
-	return meanOver(r.Clients[0].Bins, func(b sim.ClientBin) float64 { return b.T },
-		func(b sim.ClientBin) float64 { return b.Goodput }, from, to)
+func clientGoodput(r result.Result, from, to float64) float64 {
+	return meanOver(r.Clients[0].Bins, func(b result.ClientBin) float64 { return b.T },
+		func(b result.ClientBin) float64 { return b.Goodput }, from, to)
 }
 
-func serviceMean(r sim.Result, v func(sim.ServiceBin) float64, from, to float64) float64 {
-	return meanOver(r.Services[0].Bins, func(b sim.ServiceBin) float64 { return b.T }, v, from, to)
+func serviceMean(r result.Result, v func(result.ServiceBin) float64, from, to float64) float64 {
+	return meanOver(r.Services[0].Bins, func(b result.ServiceBin) float64 { return b.T }, v, from, to)
 }
 
-func parseScenario(t *testing.T, y string) sim.Scenario {
+func parseScenario(t *testing.T, y string) scenario.Scenario {
 	t.Helper()
-	f, err := sim.Parse("t.yaml", []byte(y))
+	f, err := scenario.Parse("t.yaml", []byte(y))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, y)
 	}
 	return f.Runs[0].Scenario
 }
 
-func fluidOf(t *testing.T, s sim.Scenario, client string) (Params, Thresholds) {
+func fluidOf(t *testing.T, s scenario.Scenario, client string) (Params, Thresholds) {
 	t.Helper()
 	p, err := FluidParams(s, client)
 	if err != nil {
@@ -188,10 +190,10 @@ func TestParamsValidateMechanisms(t *testing.T) {
 		{func(p *Params) { p.HitRate = 1 }, "hit rate 1"},
 		{func(p *Params) { p.HitRate = math.NaN() }, "hit rate NaN"},
 		{func(p *Params) { p.RefuseCost = 10 * time.Millisecond }, "refuse cost 10ms"},
-		{func(p *Params) { p.Law = &sim.CapacityLaw{Kind: "quadratic"} }, `capacity law "quadratic"`},
-		{func(p *Params) { p.Law, p.ServiceTime = &sim.CapacityLaw{Kind: "linear"}, 0 }, "needs a service time"},
+		{func(p *Params) { p.Law = &scenario.CapacityLaw{Kind: "quadratic"} }, `capacity law "quadratic"`},
+		{func(p *Params) { p.Law, p.ServiceTime = &scenario.CapacityLaw{Kind: "linear"}, 0 }, "needs a service time"},
 		{func(p *Params) {
-			p.Law = &sim.CapacityLaw{Curve: []sim.CurvePoint{{InService: 5, Speed: 1}, {InService: 5, Speed: 0.5}}}
+			p.Law = &scenario.CapacityLaw{Curve: []scenario.CurvePoint{{InService: 5, Speed: 1}, {InService: 5, Speed: 0.5}}}
 		}, "curve point 1"},
 	} {
 		p := ok
@@ -202,7 +204,7 @@ func TestParamsValidateMechanisms(t *testing.T) {
 		}
 	}
 	p := ok
-	p.Replicas, p.HitRate, p.RefuseCost, p.Law, p.Workers = 3, 0.5, time.Millisecond, &sim.CapacityLaw{Kind: "processor-sharing", Cores: 2}, 8
+	p.Replicas, p.HitRate, p.RefuseCost, p.Law, p.Workers = 3, 0.5, time.Millisecond, &scenario.CapacityLaw{Kind: "processor-sharing", Cores: 2}, 8
 	if err := p.Validate(); err != nil {
 		t.Error(err)
 	}
@@ -215,7 +217,7 @@ func TestParamsValidateMechanisms(t *testing.T) {
 // (bisection on a grid against a closed form).
 func TestFluidLawMatchesFixed(t *testing.T) {
 	law := simB
-	law.Law, law.Workers, law.Capacity = &sim.CapacityLaw{Kind: "fixed"}, 10, 0
+	law.Law, law.Workers, law.Capacity = &scenario.CapacityLaw{Kind: "fixed"}, 10, 0
 	a, err := StaticThresholds(simB)
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +259,7 @@ func TestFluidLawMatchesFixed(t *testing.T) {
 // the cache's hits, 225/s, as the model's collapsed state has it
 // (tolerance 5 %: Poisson noise on about 7,000 hits in 30 s is 1 %).
 func TestFluidCache(t *testing.T) {
-	scenario := func(rate float64) sim.Scenario {
+	scenario := func(rate float64) scenario.Scenario {
 		return parseScenario(t, fmt.Sprintf(`
 name: cache-%v
 duration: 90s
@@ -311,7 +313,7 @@ func TestFluidReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ss []sim.Scenario
+	var ss []scenario.Scenario
 	for seed := range 3 {
 		x := s
 		x.Seed = uint64(seed + 1)
@@ -322,7 +324,7 @@ func TestFluidReplicas(t *testing.T) {
 		if up := r.Services[0].Bins[10].ReplicasUp; up != 2 {
 			t.Fatalf("seed %d: %v replicas up, want 2", i+1, up)
 		}
-		h := sim.FindHysteresis(r.Clients[0].Bins)
+		h := result.FindHysteresis(r.Clients[0].Bins)
 		within(t, fmt.Sprintf("collapse, seed %d", i+1), h.Collapse, fl.Collapse, 0.15)
 		within(t, fmt.Sprintf("recovery, seed %d", i+1), h.Recovery, fl.Recovery, 0.15)
 		collapse += h.Collapse / 3
@@ -359,8 +361,8 @@ func TestFluidThrashing(t *testing.T) {
 		t.Errorf("the simulator's verdicts %s and %s, want metastable and recovered", rs[0].Verdict, rs[1].Verdict)
 	}
 	c := top(Equilibria(p, 90))
-	offered := serviceMean(rs[0], func(b sim.ServiceBin) float64 { return b.OfferedFirst + b.OfferedRetries }, 60, 120)
-	served := serviceMean(rs[0], func(b sim.ServiceBin) float64 { return b.Throughput }, 60, 120)
+	offered := serviceMean(rs[0], func(b result.ServiceBin) float64 { return b.OfferedFirst + b.OfferedRetries }, 60, 120)
+	served := serviceMean(rs[0], func(b result.ServiceBin) float64 { return b.Throughput }, 60, 120)
 	within(t, "collapsed: attempts offered/s", offered, c.Offered, 0.05)
 	within(t, "collapsed: attempts served/s", served, c.Offered*(1-c.Shed), 0.05)
 }
@@ -378,7 +380,7 @@ func TestFluidThrashing(t *testing.T) {
 // collapse load is within 10 % of the model's and each within 15 % (the
 // collapse of a system near its threshold is a random event: over seeds
 // 1–15 the simulator's spread from 72.8 to 80.8/s, and 3 of 15 held to the
-// top, against the model's 71.2/s). Both are read with sim.FindHysteresis from
+// top, against the model's 71.2/s). Both are read with result.FindHysteresis from
 // 5 s on (before, the simulator's first answers, 1.9 s after the first
 // requests, have not come back yet), and at the schedule's rate at the
 // middle of the collapse's bin: a 1 s bin's measured demand has Poisson
@@ -397,21 +399,21 @@ func TestFluidLinear(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ss []sim.Scenario
+	var ss []scenario.Scenario
 	for seed := range 9 {
 		x := s
 		x.Seed = uint64(seed + 1)
 		ss = append(ss, x)
 	}
 	rate := func(t float64) float64 { return 40 + 1.6*(t+0.5) }
-	fb := make([]sim.ClientBin, len(fl.Bins))
+	fb := make([]result.ClientBin, len(fl.Bins))
 	for i, b := range fl.Bins {
-		fb[i] = sim.ClientBin{T: b.T, Demand: b.Demand, Goodput: b.Goodput}
+		fb[i] = result.ClientBin{T: b.T, Demand: b.Demand, Goodput: b.Goodput}
 	}
-	want := rate(sim.FindHysteresis(fb[5:]).CollapseT)
+	want := rate(result.FindHysteresis(fb[5:]).CollapseT)
 	var loads []float64
 	for i, r := range runAll(t, ss...) {
-		h := sim.FindHysteresis(r.Clients[0].Bins[5:])
+		h := result.FindHysteresis(r.Clients[0].Bins[5:])
 		if h.CollapseT < 0 {
 			continue // held to the top of the ramp
 		}
@@ -433,7 +435,7 @@ func TestFluidLinear(t *testing.T) {
 // within 5 %.
 func TestFluidCostlyRefusals(t *testing.T) {
 	f := loadExample(t, "costly-rejections.yaml")
-	var ss []sim.Scenario
+	var ss []scenario.Scenario
 	for _, r := range f.Runs {
 		ss = append(ss, r.Scenario)
 	}
@@ -451,7 +453,7 @@ func TestFluidCostlyRefusals(t *testing.T) {
 // BenchmarkLawThresholds: the thresholds of Brooker's server
 // (examples/brooker-spike.yaml), found by bisection over the load.
 func BenchmarkLawThresholds(b *testing.B) {
-	f, err := sim.Load("../examples/brooker-spike.yaml")
+	f, err := scenario.Load("../examples/brooker-spike.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // RampSpec is a load ramp for [Ramp]: the first-try rate rises linearly
@@ -39,7 +39,7 @@ type RampResult struct {
 	// Bins: the ramp's time series, one bin per RampSpec.Bin.
 	Bins []RampBin `json:"bins"`
 	// Collapse and Recovery: the thresholds read from the bins with the
-	// simulator's rule ([sim.FindHysteresis]): the demand at which goodput
+	// simulator's rule ([result.FindHysteresis]): the demand at which goodput
 	// first fell below half of it on the way up, and the demand at which
 	// it was first back at 90 % of it on the way down; −1 when not crossed.
 	// CollapseT and RecoveryT are the times of those bins, in seconds.
@@ -128,11 +128,11 @@ func Ramp(p Params, r RampSpec) (RampResult, error) {
 			acc, n = RampBin{}, 0
 		}
 	}
-	bins := make([]sim.ClientBin, len(res.Bins))
+	bins := make([]result.ClientBin, len(res.Bins))
 	for i, b := range res.Bins {
-		bins[i] = sim.ClientBin{T: b.T, Demand: b.Demand, Goodput: b.Goodput}
+		bins[i] = result.ClientBin{T: b.T, Demand: b.Demand, Goodput: b.Goodput}
 	}
-	h := sim.FindHysteresis(bins)
+	h := result.FindHysteresis(bins)
 	res.Collapse, res.CollapseT, res.Recovery, res.RecoveryT = h.Collapse, h.CollapseT, h.Recovery, h.RecoveryT
 	return res, nil
 }

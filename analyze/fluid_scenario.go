@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // FluidParams reads the fluid model's parameters from a scenario: the
@@ -17,7 +17,7 @@ import (
 // keyed cache and error answers that cost work (see docs/analyze.md,
 // "Mechanisms in the fluid model"). The budget is read as in the checklist
 // (see docs/analyze.md, "Budgets"); its initial burst is left out.
-func FluidParams(s sim.Scenario, client string) (Params, error) {
+func FluidParams(s scenario.Scenario, client string) (Params, error) {
 	g, err := newGraph(s)
 	if err != nil {
 		return Params{}, err
@@ -92,7 +92,7 @@ func (g *graph) fluidParams(c int) (Params, error) {
 
 // outsideFluid names what puts service v, called with the given timeout,
 // outside the fluid model, or "".
-func outsideFluid(v sim.Service, timeout, st time.Duration) string {
+func outsideFluid(v scenario.Service, timeout, st time.Duration) string {
 	switch {
 	case v.Crash != nil:
 		return "its replicas crash (crash): a crash empties a replica's queue and sends its share to the others until it restarts, a state the fluid model does not follow"
@@ -113,7 +113,7 @@ func outsideFluid(v sim.Service, timeout, st time.Duration) string {
 // trivialLaw reports whether a capacity law makes no difference to a
 // replica of w workers: fixed without a knee or curve, processor sharing
 // with a core for every worker, or a knee no attempt reaches.
-func trivialLaw(l *sim.CapacityLaw, w int) bool {
+func trivialLaw(l *scenario.CapacityLaw, w int) bool {
 	flat := len(l.Curve) == 0 && (l.Knee == 0 || l.Knee >= w)
 	switch l.Kind {
 	case "", "fixed":

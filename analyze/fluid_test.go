@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // simB is Paper 08's Sim B service (examples/paper08-sim-b.yaml): 10
@@ -159,7 +160,7 @@ var simBRamp = RampSpec{From: 100, Peak: 1350, Duration: 125 * time.Second}
 
 // TestFluidVersusSimulator compares the fluid model's ramp with the
 // simulator's on the same scenario (examples/paper08-sim-b.yaml), both read
-// with sim.FindHysteresis.
+// with result.FindHysteresis.
 //
 // The simulator's thresholds vary with the seed: over seeds 1–10, collapse
 // 961–1,064 and recovery 264–328 requests/s (mean about 1,004 and 304).
@@ -180,7 +181,7 @@ func TestFluidVersusSimulator(t *testing.T) {
 	}
 
 	const seeds = 5
-	got := make([]sim.Hysteresis, seeds)
+	got := make([]result.Hysteresis, seeds)
 	errs := make([]error, seeds)
 	var wg sync.WaitGroup
 	for i := range seeds {
@@ -190,7 +191,7 @@ func TestFluidVersusSimulator(t *testing.T) {
 			r, err := sim.Run(context.Background(), s, "sim-b", nil)
 			errs[i] = err
 			if err == nil {
-				got[i] = sim.FindHysteresis(r.Clients[0].Bins)
+				got[i] = result.FindHysteresis(r.Clients[0].Bins)
 			}
 		})
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/retry"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // edge is one caller → service edge of the call graph: a client's target
@@ -60,17 +60,18 @@ func (e *edge) amplification() float64 { return expectedAttempts(e.retryChance()
 // graph is a scenario prepared for the rules: defaults applied, edges
 // built, services in call order.
 type graph struct {
-	sc       sim.Scenario
+	sc       scenario.Scenario // as written
+	def      scenario.Scenario // sc with its defaults: what the simulator runs
 	svc      map[string]int
 	edges    []edge
-	in, out  [][]int // per service: incoming and outgoing (call) edges
-	clientEd []int   // per client: its edge
-	order    []int   // services, callers before callees
-	hold     []time.Duration
-	capacity []float64 // attempts/s when every worker is busy; +Inf when unbounded
-	peak     []float64 // attempts/s at its best: before a thrashing knee
-	hit      []float64 // warm hit rate of the service's look-aside cache (0: none)
-	cold     bool      // flow as if every cache were cold
+	in, out  [][]int         // per service: incoming and outgoing (call) edges
+	clientEd []int           // per client: its edge
+	order    []int           // services, callers before callees
+	hold     []time.Duration // scenario.Figure's Hold
+	capacity []float64       // attempts/s when every worker is busy; +Inf when unbounded
+	peak     []float64       // attempts/s at its best: before a thrashing knee
+	hit      []float64       // warm hit rate of the service's look-aside cache (0: none)
+	cold     bool            // flow as if every cache were cold
 	rates    []clientRate
 }
 
@@ -81,28 +82,28 @@ type clientRate struct {
 	note  string // how it was read, when not simply the rate
 }
 
-// newGraph applies the simulator's defaults to a validated scenario and
-// builds its call graph.
-func newGraph(s sim.Scenario) (*graph, error) {
+// newGraph builds the call graph of a validated scenario, its edges with
+// the scenario's defaults (scenario.Scenario.WithDefaults) applied.
+func newGraph(s scenario.Scenario) (*graph, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	g := &graph{sc: s, svc: map[string]int{}}
+	g := &graph{sc: s, def: s.WithDefaults(), svc: map[string]int{}}
 	n := len(s.Services)
 	for i, v := range s.Services {
 		g.svc[v.Name] = i
 	}
 	g.in, g.out = make([][]int, n), make([][]int, n)
-	for i, c := range s.Clients {
+	for i, c := range g.def.Clients {
 		e := edge{name: c.Name + "→" + c.Target, caller: c.Name, client: i, from: -1, to: g.svc[c.Target],
-			timeout: orDuration(c.Timeout, sim.DefaultTimeout), deadline: c.Deadline, propagate: c.PropagateDeadline,
-			procs: max(1, c.Processes), net: mean(c.Network.Latency)}
-		e.preset, e.policy = policyOf(c.Policy)
+			timeout: c.Timeout, deadline: c.Deadline, propagate: c.PropagateDeadline,
+			procs: c.Processes, net: mean(c.Network.Latency)}
+		e.preset, e.policy = c.Policy.Preset, c.Policy.Policy.WithDefaults()
 		g.add(e)
 		g.clientEd = append(g.clientEd, len(g.edges)-1)
 		g.rates = append(g.rates, rateOf(c.Arrivals))
 	}
-	for i, v := range s.Services {
+	for i, v := range g.def.Services {
 		seen := map[string]int{}
 		for _, c := range v.Calls {
 			seen[c.Service]++
@@ -111,9 +112,9 @@ func newGraph(s sim.Scenario) (*graph, error) {
 				name += fmt.Sprintf(" (call %d)", seen[c.Service])
 			}
 			e := edge{name: name, caller: v.Name, client: -1, from: i, to: g.svc[c.Service],
-				timeout: orDuration(c.Timeout, sim.DefaultTimeout), propagate: c.PropagateDeadline,
+				timeout: c.Timeout, propagate: c.PropagateDeadline,
 				procs: 1, net: mean(c.Network.Latency)}
-			e.preset, e.policy = policyOf(c.Policy)
+			e.preset, e.policy = c.Policy.Preset, c.Policy.Policy.WithDefaults()
 			g.add(e)
 		}
 	}
@@ -132,30 +133,13 @@ func (g *graph) add(e edge) {
 	}
 }
 
-// policyOf applies the simulator's default (the naive preset when nothing
-// is given) and then the retry package's.
-func policyOf(p sim.PolicySpec) (string, retry.Policy) {
-	if p.Preset == "" && p.Policy == (retry.Policy{}) {
-		naive, _ := retry.Preset("naive")
-		return "naive", naive.WithDefaults()
-	}
-	return p.Preset, p.Policy.WithDefaults()
-}
-
-func orDuration(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
 // mean is a distribution's mean.
-func mean(d sim.Dist) time.Duration { return d.Average() }
+func mean(d scenario.Dist) time.Duration { return d.Average() }
 
 // rateOf reads a client's steady rate of new requests: the rate, the peak
 // of a schedule, or for a closed loop users ÷ think time (an upper bound,
 // since users also wait for answers). A burst has none.
-func rateOf(a sim.Arrivals) clientRate {
+func rateOf(a scenario.Arrivals) clientRate {
 	switch a.Kind {
 	case "burst":
 		return clientRate{note: "a burst has no steady rate"}
@@ -205,65 +189,19 @@ func (g *graph) topo() []int {
 	return order
 }
 
-// capacities computes, callees first, how long a request holds a worker
-// of each service when everything answers at the first attempt (its
-// service time, then for each call the round trip and the callee's own
-// holding time) and the capacity that gives: workers ÷ holding time, or
-// per_tick ÷ tick for a tick-capacity service.
-//
-// The capacity laws of the simulator change the figure: with processor
-// sharing the local work shares the cores (at most cores ÷ service time);
-// with the linear law a worker's local work takes service time +
-// per_request × workers when every worker is busy; replicas multiply it.
-// A thrashing curve divides the speed of the local work by its speed with
-// every worker busy: capacity is that figure, and peak the one before the
-// knee.
+// capacities reads each service's holding time, capacity and peak from
+// the scenario's capacity figures (scenario.Figures: the one formula sweep
+// uses too) and the warm hit rate of its look-aside cache.
 func (g *graph) capacities() {
 	n := len(g.sc.Services)
 	g.hold = make([]time.Duration, n)
 	g.capacity = make([]float64, n)
 	g.peak = make([]float64, n)
 	g.hit = make([]float64, n)
-	for k := len(g.order) - 1; k >= 0; k-- {
-		i := g.order[k]
-		v := g.sc.Services[i]
-		if v.Cache != nil {
-			g.hit[i] = v.Cache.WarmHitRate()
-		}
-		local := mean(v.ServiceTime)
-		workers := max(1, v.Workers)
-		law := v.Law
-		if law != nil && law.Kind == "linear" {
-			local += time.Duration(workers) * law.PerRequest
-		}
-		calls := time.Duration(0)
-		for _, id := range g.out[i] {
-			e := g.edges[id]
-			calls += 2*e.net + g.hold[e.to]
-		}
-		g.hold[i] = local + calls
-		capAt := func(speed float64) float64 {
-			h := time.Duration(float64(local)/speed) + calls
-			if h <= 0 {
-				return math.Inf(1)
-			}
-			c := float64(workers) / h.Seconds()
-			if law != nil && law.Kind == "processor-sharing" && local > 0 {
-				cores := law.Cores
-				if cores == 0 {
-					cores = 1 // the simulator's default
-				}
-				c = min(c, cores*speed/(float64(local)/1e9))
-			}
-			return c * float64(max(1, v.Replicas))
-		}
-		switch {
-		case v.Capacity != nil:
-			g.capacity[i] = float64(v.Capacity.PerTick) / v.Capacity.Tick.Seconds()
-			g.peak[i] = g.capacity[i]
-		default:
-			g.capacity[i] = capAt(law.Speed(workers))
-			g.peak[i] = capAt(1)
+	for i, f := range scenario.Figures(g.sc) {
+		g.hold[i], g.capacity[i], g.peak[i] = f.Hold, f.Capacity, f.Peak
+		if c := g.sc.Services[i].Cache; c != nil {
+			g.hit[i] = c.WarmHitRate()
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/stormguard/stormguard/autoscale"
 )
 
 // The rules about the simulator's sustaining mechanisms: a cache that hides
@@ -99,11 +101,24 @@ func (g *graph) blindAutoscaler(i int, sf ServiceFigure) (Finding, bool) {
 	if share >= 0.5 {
 		return Finding{}, false
 	}
+	p := a.Policy.WithDefaults()
+	if p.ScaleDown.SelectPolicy == autoscale.SelectDisabled {
+		return Finding{}, false // it never scales down
+	}
+	// How long a slowdown must last before the autoscaler acts on it: its
+	// scale-down stabilization window (Kubernetes' default 300 s), or its
+	// next evaluation without one.
+	when := fmt.Sprintf("at its next evaluation (every %v)", p.Interval)
+	window := 0.0
+	if w := p.ScaleDown.StabilizationWindow; w != nil && *w > 0 {
+		window = w.Seconds()
+		when = fmt.Sprintf("once a slowdown outlasts its %v scale-down stabilization window", *w)
+	}
 	return Finding{Rule: "cpu-blind-autoscaler", Severity: Warning, Where: sf.Name,
-		Message: fmt.Sprintf("%s's autoscaler reads CPU, but its workers spend %.0f%% of a request (%v of %v) waiting on calls: when the calls slow down its workers wait longer, its CPU falls, and the autoscaler scales an overloaded tier down.",
-			sf.Name, 100*(1-share), sf.Hold-local, sf.Hold),
-		Fix:     fmt.Sprintf("Key %s's autoscaler on in-flight concurrency or queue delay, which see the tier's overload; or bound how fast it scales down.", sf.Name),
-		Numbers: map[string]float64{"cpu_share_of_hold": share, "hold_s": sf.Hold.Seconds()}}, true
+		Message: fmt.Sprintf("%s's autoscaler reads CPU, but its workers spend %.0f%% of a request (%v of %v) waiting on calls: when the calls slow down its workers wait longer, its CPU falls, and the autoscaler scales an overloaded tier down %s.",
+			sf.Name, 100*(1-share), sf.Hold-local, sf.Hold, when),
+		Fix:     fmt.Sprintf("Key %s's autoscaler on in-flight concurrency or queue delay, which see the tier's overload; or bound how fast it scales down (scale_down: a longer stabilization_window, slower policies).", sf.Name),
+		Numbers: map[string]float64{"cpu_share_of_hold": share, "hold_s": sf.Hold.Seconds(), "scale_down_window_s": window}}, true
 }
 
 // offSwitch: layers retry and the runbook has no step that turns their

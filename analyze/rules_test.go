@@ -6,18 +6,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // sc builds a scenario from one client and services written as YAML flow
 // mappings, and applies nothing else.
-func sc(t *testing.T, client string, services ...string) sim.Scenario {
+func sc(t *testing.T, client string, services ...string) scenario.Scenario {
 	t.Helper()
 	y := "name: t\nclients:\n  - " + client + "\nservices:\n"
 	for _, s := range services {
 		y += "  - " + s + "\n"
 	}
-	f, err := sim.Parse("t.yaml", []byte(y))
+	f, err := scenario.Parse("t.yaml", []byte(y))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, y)
 	}
@@ -32,7 +32,7 @@ type got struct {
 
 func (g got) String() string { return g.sev.String() + " " + g.where }
 
-func findingsOf(t *testing.T, s sim.Scenario, rule string) []got {
+func findingsOf(t *testing.T, s scenario.Scenario, rule string) []got {
 	t.Helper()
 	if !slices.ContainsFunc(Rules, func(r Rule) bool { return r.ID == rule }) {
 		t.Fatalf("rule %q is not in Rules", rule)
@@ -238,6 +238,10 @@ var ruleCases = []struct {
 		`{name: users, target: web, arrivals: {rate: 1}, policy: naive}`,
 		[]string{`{name: web, workers: 10, service_time: {mean: 5ms}, calls: [{service: db}], autoscale: {metric: cpu, target: 0.5, max: 10}}`,
 			`{name: db, workers: 10, service_time: {mean: 50ms}}`}, []got{{Warning, "web"}}},
+	{"cpu-blind-autoscaler: never scales down", "cpu-blind-autoscaler",
+		`{name: users, target: web, arrivals: {rate: 1}, policy: naive}`,
+		[]string{`{name: web, workers: 10, service_time: {mean: 5ms}, calls: [{service: db}], autoscale: {metric: cpu, target: 0.5, max: 10, scale_down: {select_policy: disabled}}}`,
+			`{name: db, workers: 10, service_time: {mean: 50ms}}`}, nil},
 	{"cpu-blind-autoscaler: concurrency", "cpu-blind-autoscaler",
 		`{name: users, target: web, arrivals: {rate: 1}, policy: naive}`,
 		[]string{`{name: web, workers: 10, service_time: {mean: 5ms}, calls: [{service: db}], autoscale: {metric: concurrency, target: 5, max: 10}}`,
@@ -329,7 +333,7 @@ func diff(a, b float64) bool { return a-b > 1e-9*max(1, b) || b-a > 1e-9*max(1, 
 // (or sheds or pauses its target) is its off switch.
 func TestOffSwitchCovered(t *testing.T) {
 	for _, step := range []string{"{at: 10s, kind: retries-off, target: users}", "{at: 10s, kind: shed, target: db, value: 0.5}", "{at: 10s, kind: pause, target: db}"} {
-		f, err := sim.Parse("t.yaml", []byte("name: t\nclients: [{name: users, target: db, arrivals: {rate: 1}, policy: naive}]\n"+
+		f, err := scenario.Parse("t.yaml", []byte("name: t\nclients: [{name: users, target: db, arrivals: {rate: 1}, policy: naive}]\n"+
 			"services: [{name: db, workers: 10, service_time: {mean: 1ms}}]\nactions: ["+step+"]\n"))
 		if err != nil {
 			t.Fatal(err)
@@ -348,5 +352,43 @@ func TestHedgedAmplification(t *testing.T) {
 	}
 	if w := a.Services[0].Clients[0].Worst; w != 3 {
 		t.Errorf("worst case of a layer hedging 3 copies: %v, want 3", w)
+	}
+}
+
+// TestBlindAutoscalerWindow: the finding says how long a slowdown must last
+// before the CPU autoscaler scales the tier down: Kubernetes' 300 s
+// scale-down stabilization window by default, the next evaluation without
+// one.
+func TestBlindAutoscalerWindow(t *testing.T) {
+	for _, c := range []struct {
+		autoscale, want string
+		window          float64
+	}{
+		{`{metric: cpu, target: 0.5, max: 10}`, "once a slowdown outlasts its 5m0s scale-down stabilization window", 300},
+		{`{metric: cpu, target: 0.5, max: 10, interval: 30s, scale_down: {stabilization_window: 0s}}`, "at its next evaluation (every 30s)", 0},
+	} {
+		s := sc(t, `{name: users, target: web, arrivals: {rate: 1}, policy: naive}`,
+			`{name: web, workers: 10, service_time: {mean: 5ms}, calls: [{service: db}], autoscale: `+c.autoscale+`}`,
+			`{name: db, workers: 10, service_time: {mean: 50ms}}`)
+		r, err := Scenario(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range r.Findings {
+			if f.Rule != "cpu-blind-autoscaler" {
+				continue
+			}
+			found = true
+			if !strings.Contains(f.Message, c.want) {
+				t.Errorf("%s: message %q lacks %q", c.autoscale, f.Message, c.want)
+			}
+			if got := f.Numbers["scale_down_window_s"]; got != c.window {
+				t.Errorf("%s: scale_down_window_s = %v, want %v", c.autoscale, got, c.window)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no cpu-blind-autoscaler finding", c.autoscale)
+		}
 	}
 }

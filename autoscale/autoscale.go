@@ -4,19 +4,51 @@
 // simulated service, so a user can see before an incident whether their
 // autoscaler saves them or sinks them.
 //
-// The rule is the proportional one of Kubernetes' Horizontal Pod
-// Autoscaler, with the knobs that decide how it behaves in a storm:
+// The rule is that of Kubernetes' Horizontal Pod Autoscaler (the
+// autoscaling/v2 API with its behavior field), with Kubernetes' defaults.
+// At every evaluation (every Interval [15s], the controller's sync period):
 //
-//	desired = ceil(current × observed / target)
+//  1. Replicas outside [Min, Max] are brought to the nearer bound at once,
+//     without the steps below. At zero replicas the autoscaler does
+//     nothing (Kubernetes: scaling is disabled while a target is at zero).
+//  2. The metric proposes a count. ratio = observed / Target, observed
+//     being the metric of the ready replicas (see [Observation]). No
+//     change while |ratio − 1| ≤ Tolerance [0.1]. Otherwise the proposal is
+//     ceil(ratio × ready). When the ratio is above 1 and some replicas are
+//     not ready (starting, or not yet past their readiness delay), those
+//     count as idle: the ratio becomes ratio × ready / replicas, and if
+//     that is within the tolerance or below 1 nothing changes — the
+//     replicas already coming are enough for the load measured.
+//  3. Stabilization: the proposal is kept at least as high as every
+//     proposal of the last ScaleDown.StabilizationWindow [300s] and at most
+//     as high as every proposal of the last ScaleUp.StabilizationWindow
+//     [0s]. The first evaluation counts the replicas it found as a
+//     proposal, so with the defaults nothing scales down in the first
+//     five minutes.
+//  4. Rate policies: in each direction, each policy allows a change of
+//     Value replicas (pods) or Value % of the replicas (percent) per Period,
+//     counted from the replicas at the start of that period (the changes
+//     made within the last Period taken back); SelectPolicy max takes the
+//     policy that allows the largest change, min the smallest, disabled
+//     forbids changes that way. Defaults: scale-up 4 replicas or 100 % per
+//     15 s, whichever is more; scale-down 100 % per 15 s.
+//  5. Clamped to [Min, Max].
+//  6. Two bounds of this package's own, kept for older scenarios and off
+//     by default: MaxStep bounds a change to that many replicas per
+//     evaluation either way — the same as a pods policy of MaxStep per
+//     Interval in both directions, applied after the rate policies, so the
+//     tighter of the two wins — and Cooldown refuses any change within
+//     that long of the last one (Kubernetes' "forbidden windows" before
+//     version 1.12, which stabilization replaced).
 //
-// where observed is the metric averaged over the last evaluation interval
-// (per replica for cpu, concurrency and rate; the service's queue delay for
-// queue-delay), then
-//
-//  1. no change while |observed / target − 1| ≤ Tolerance [0.1];
-//  2. a change of at most MaxStep replicas at once, up or down [no bound];
-//  3. clamped to [Min, Max];
-//  4. no change before Cooldown has passed since the last change [0].
+// Sources (facts, in this package's words): Kubernetes'
+// pkg/controller/podautoscaler (horizontal.go: stabilization, rate
+// limits, bounds; replica_calculator.go: tolerance, ready and unready
+// pods), pkg/apis/autoscaling/v2/defaults.go (the behavior defaults),
+// pkg/apis/autoscaling/validation (stabilization ≤ 3600 s, periods in
+// (0, 1800 s], values > 0, at least one policy), and the controller
+// manager's defaults (sync period 15 s, tolerance 0.1, downscale
+// stabilization 5 min, CPU initialization period 5 min).
 //
 // The metric matters as much as the rule. CPU utilisation is the busy time
 // of the replicas' capacity: a tier whose workers wait on a downstream
@@ -25,8 +57,8 @@
 // concurrency and queue delay see that overload; the request rate sees
 // the load, retries included.
 //
-// An Autoscaler holds the time of its last change. Its methods never read
-// the clock: now is an argument. It is not safe for concurrent use.
+// An Autoscaler holds its recent proposals and changes. Its methods never
+// read the clock: now is an argument. It is not safe for concurrent use.
 package autoscale
 
 import (
@@ -54,7 +86,8 @@ const (
 )
 
 // Policy is an autoscaler's configuration, as plain data. A zero field
-// takes the default in brackets.
+// takes the default in brackets; a nil pointer too, so that an explicit
+// zero (a stabilization window of 0s) can be told from a missing value.
 type Policy struct {
 	Metric Metric  `json:"metric" yaml:"metric"`
 	Target float64 `json:"target" yaml:"target"` // the metric's value to keep, per replica (queue-delay: seconds)
@@ -66,13 +99,26 @@ type Policy struct {
 	// for [0]. The caller applies it; it is here so one value configures
 	// the whole autoscaler.
 	UpDelay time.Duration `json:"up_delay,omitempty" yaml:"up_delay,omitempty"`
-	// Cooldown: no change before this long after the last one [0].
-	Cooldown time.Duration `json:"cooldown,omitempty" yaml:"cooldown,omitempty"`
-	// MaxStep bounds the replicas added or removed at once; 0: no bound.
-	MaxStep int `json:"max_step,omitempty" yaml:"max_step,omitempty"`
 	// Tolerance: no change while observed / target is within 1 ± this
 	// [0.1]; a negative value means none.
 	Tolerance float64 `json:"tolerance,omitempty" yaml:"tolerance,omitempty"`
+	// ReadinessDelay: with the cpu metric, a serving replica's sample
+	// counts once it has served this long [Interval: one whole metric
+	// window, as Kubernetes requires of a pod in its CPU initialization
+	// period]; until then it is not ready (see [Policy.Counts]). Other
+	// metrics count a replica as soon as it serves, as Kubernetes does
+	// for pod metrics.
+	ReadinessDelay *time.Duration `json:"readiness_delay,omitempty" yaml:"readiness_delay,omitempty"`
+	// ScaleUp and ScaleDown: stabilization and rate policies, each way
+	// (Kubernetes' behavior.scaleUp and behavior.scaleDown). A missing
+	// field of either takes Kubernetes' default (see [Rules]).
+	ScaleUp   *Rules `json:"scale_up,omitempty" yaml:"scale_up,omitempty"`
+	ScaleDown *Rules `json:"scale_down,omitempty" yaml:"scale_down,omitempty"`
+	// MaxStep bounds the replicas added or removed at one evaluation; 0:
+	// no bound beyond the rate policies.
+	MaxStep int `json:"max_step,omitempty" yaml:"max_step,omitempty"`
+	// Cooldown: no change before this long after the last one [0].
+	Cooldown time.Duration `json:"cooldown,omitempty" yaml:"cooldown,omitempty"`
 }
 
 // Defaults of the zero fields.
@@ -83,7 +129,8 @@ const (
 	MaxReplicas = 100_000
 )
 
-// WithDefaults returns p with its zero fields set.
+// WithDefaults returns p with its zero fields set, ScaleUp and ScaleDown
+// complete (copies: p's are not changed).
 func (p Policy) WithDefaults() Policy {
 	if p.Min == 0 {
 		p.Min = 1
@@ -97,7 +144,33 @@ func (p Policy) WithDefaults() Policy {
 	if p.Tolerance < 0 {
 		p.Tolerance = 0
 	}
+	if p.ReadinessDelay == nil {
+		d := p.Interval
+		p.ReadinessDelay = &d
+	} else {
+		d := *p.ReadinessDelay
+		p.ReadinessDelay = &d
+	}
+	up, down := p.ScaleUp.withDefaults(defaultScaleUp()), p.ScaleDown.withDefaults(defaultScaleDown())
+	p.ScaleUp, p.ScaleDown = &up, &down
 	return p
+}
+
+// Counts reports whether the sample of a replica that has been serving
+// for servedFor counts in the metric: with cpu, once it has served the
+// readiness delay; with the other metrics, always.
+func (p Policy) Counts(servedFor time.Duration) bool {
+	if p.Metric != CPU {
+		return true
+	}
+	d := p.Interval
+	if d == 0 {
+		d = DefaultInterval
+	}
+	if p.ReadinessDelay != nil {
+		d = *p.ReadinessDelay
+	}
+	return servedFor >= d
 }
 
 // Validate reports a policy that cannot be used, naming the field.
@@ -133,17 +206,23 @@ func (p Policy) Validate() error {
 			bad(d.field, "%v must not be negative", d.v)
 		}
 	}
+	if d := p.ReadinessDelay; d != nil && (*d < 0 || *d > maxWindow) {
+		bad("readiness_delay", "%v is outside [0s, %v]", *d, maxWindow)
+	}
 	if p.MaxStep < 0 {
 		bad("max_step", "%d is negative", p.MaxStep)
 	}
 	if math.IsNaN(p.Tolerance) || p.Tolerance >= 1 {
 		bad("tolerance", "%v must be below 1", p.Tolerance)
 	}
+	errs = append(errs, p.ScaleUp.validate("scale_up")...)
+	errs = append(errs, p.ScaleDown.validate("scale_down")...)
 	return errors.Join(errs...)
 }
 
 // FieldError is a problem of one field of a Policy, named as in YAML and
-// JSON (Name), so that a loader can point at its line.
+// JSON (Name, dotted below the policy: "scale_down.policies.0.period"), so
+// that a loader can point at its line.
 type FieldError struct {
 	Name string
 	Msg  string
@@ -160,7 +239,25 @@ func (e *FieldError) Reason() string { return e.Msg }
 // Autoscaler applies a Policy. Build one with [New].
 type Autoscaler struct {
 	p       Policy
-	changed time.Time // the last change; zero: never
+	started bool          // the first evaluation has been made
+	recs    []proposal    // the metric's proposals within the longest stabilization window
+	ups     []change      // scale-ups within the longest rate period
+	downs   []change      // scale-downs, likewise
+	changed time.Time     // the last change (for the cooldown); zero: never
+	window  time.Duration // the longest stabilization window
+	period  time.Duration // the longest rate period
+}
+
+// proposal is a count the metric proposed at a time.
+type proposal struct {
+	at time.Time
+	n  int
+}
+
+// change is a scaling event: n replicas added (ups) or removed (downs).
+type change struct {
+	at time.Time
+	n  int
 }
 
 // New validates p and returns an Autoscaler for it, with its defaults.
@@ -168,51 +265,198 @@ func New(p Policy) (*Autoscaler, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &Autoscaler{p: p.WithDefaults()}, nil
+	a := &Autoscaler{p: p.WithDefaults()}
+	a.window = max(*a.p.ScaleUp.StabilizationWindow, *a.p.ScaleDown.StabilizationWindow)
+	a.period = max(a.p.ScaleUp.longestPeriod(), a.p.ScaleDown.longestPeriod())
+	return a, nil
 }
 
-// Policy returns the policy with its defaults filled in.
-func (a *Autoscaler) Policy() Policy { return a.p }
+// Policy returns the policy with its defaults filled in (a copy).
+func (a *Autoscaler) Policy() Policy { return a.p.WithDefaults() }
+
+// Observation is what the autoscaler reads at an evaluation.
+type Observation struct {
+	// Replicas the target runs: serving, starting or restarting, not those
+	// being removed (Kubernetes' scale.spec.replicas).
+	Replicas int
+	// Ready: the replicas whose metric counts — serving and, with cpu,
+	// past the readiness delay ([Policy.Counts]). The others (Replicas −
+	// Ready) are not ready.
+	Ready int
+	// Value: the metric over the last interval — per replica, averaged
+	// over the ready ones (cpu, concurrency, rate); for queue-delay the
+	// service's mean wait. NaN or negative: no valid metric.
+	Value float64
+}
 
 // Decision is what [Autoscaler.DecideAt] concluded.
 type Decision struct {
-	// Replicas wanted; equal to current when nothing changes.
+	// Replicas wanted; equal to the observation's when nothing changes.
 	Replicas int
-	// Why, in a few words: "within tolerance", "cooling down", "scale up"…
+	// Proposed: what the metric alone asked for (step 2), before
+	// stabilization and limits; the observation's Replicas when it asked
+	// nothing (within tolerance, no metric, out of bounds).
+	Proposed int
+	// Why, in a few words: "within tolerance", "stabilized", "scale up",
+	// "scale-up limit", "cooling down"…
 	Why string
 }
 
-// DecideAt returns how many replicas to run, given the current count and
-// the metric observed over the last interval. A change is recorded at now
-// (for the cooldown); the caller carries it out (a new replica serving
-// UpDelay later).
-func (a *Autoscaler) DecideAt(now time.Time, current int, observed float64) Decision {
+// DecideAt returns how many replicas to run, given what was observed over
+// the last interval. A change is recorded at now (for the rate policies
+// and the cooldown), and so is the metric's proposal (for the
+// stabilization windows); the caller carries the change out (a new
+// replica serving UpDelay later). Calls must come in the order of now.
+func (a *Autoscaler) DecideAt(now time.Time, o Observation) Decision {
 	p := &a.p
-	current = max(current, 0)
-	if math.IsNaN(observed) || observed < 0 {
-		return Decision{current, "no valid metric"}
+	cur := max(o.Replicas, 0)
+	if !a.started {
+		// The count found is the first proposal (Kubernetes records the
+		// current replicas at its first look at a target).
+		a.started = true
+		a.recs = append(a.recs, proposal{now, cur})
 	}
-	desired := current
-	why := "within tolerance"
-	ratio := observed / p.Target
-	if math.Abs(ratio-1) > p.Tolerance {
-		want := math.Ceil(float64(max(current, 1)) * ratio)
-		desired = int(min(want, float64(MaxReplicas)))
-		why = "proportional"
+	var d Decision
+	switch {
+	case cur == 0:
+		return Decision{0, 0, "scaling disabled at zero replicas"}
+	case cur > p.Max:
+		d = Decision{p.Max, cur, "above max"}
+	case cur < p.Min:
+		d = Decision{p.Min, cur, "below min"}
+	default:
+		n, why, ok := a.propose(cur, o)
+		if !ok {
+			return Decision{cur, cur, why}
+		}
+		d = a.normalize(now, cur, n)
+		switch {
+		case d.Why != "":
+		case why != "":
+			d.Why = why
+		case d.Replicas > cur:
+			d.Why = "scale up"
+		case d.Replicas < cur:
+			d.Why = "scale down"
+		default:
+			d.Why = "no change"
+		}
+		if p.MaxStep > 0 && (d.Replicas > cur+p.MaxStep || d.Replicas < cur-p.MaxStep) {
+			d.Replicas = min(max(d.Replicas, cur-p.MaxStep), cur+p.MaxStep)
+			d.Why = "max step"
+		}
 	}
-	if p.MaxStep > 0 {
-		desired = min(max(desired, current-p.MaxStep), current+p.MaxStep)
-	}
-	desired = min(max(desired, p.Min), p.Max)
-	if desired == current {
-		return Decision{current, why}
+	if d.Replicas == cur {
+		return d
 	}
 	if !a.changed.IsZero() && now.Sub(a.changed) < p.Cooldown {
-		return Decision{current, "cooling down"}
+		return Decision{cur, d.Proposed, "cooling down"}
 	}
 	a.changed = now
-	if desired > current {
-		return Decision{desired, "scale up"}
+	a.record(now, cur, d.Replicas)
+	return d
+}
+
+// propose is the metric's count (step 2): ok false when there is nothing
+// to go by.
+func (a *Autoscaler) propose(cur int, o Observation) (n int, why string, ok bool) {
+	p := &a.p
+	if math.IsNaN(o.Value) || math.IsInf(o.Value, 0) || o.Value < 0 {
+		return cur, "no valid metric", false
 	}
-	return Decision{desired, "scale down"}
+	ready := min(max(o.Ready, 0), cur)
+	if ready == 0 {
+		return cur, "no ready replica", false
+	}
+	ratio := o.Value / p.Target
+	if ready < cur && ratio > 1 {
+		// Scaling up with replicas not ready: they count as idle.
+		r := ratio * float64(ready) / float64(cur)
+		if r <= 1+p.Tolerance {
+			return cur, "replicas coming are enough", true
+		}
+		return ceilCount(r * float64(cur)), "", true
+	}
+	if math.Abs(ratio-1) <= p.Tolerance {
+		return cur, "within tolerance", true
+	}
+	return ceilCount(ratio * float64(ready)), "", true
+}
+
+// ceilCount is ceil(x) as a replica count, at most MaxReplicas.
+func ceilCount(x float64) int {
+	return int(min(math.Ceil(x), MaxReplicas))
+}
+
+// normalize applies the stabilization windows, the rate policies and the
+// bounds to the proposal n (steps 3 to 5), and records n.
+func (a *Autoscaler) normalize(now time.Time, cur, n int) Decision {
+	p := &a.p
+	// Stabilization: at most the lowest proposal of the scale-up window,
+	// at least the highest of the scale-down window.
+	lo, hi := n, n
+	upCut, downCut := now.Add(-*p.ScaleUp.StabilizationWindow), now.Add(-*p.ScaleDown.StabilizationWindow)
+	keep := a.recs[:0]
+	for _, r := range a.recs {
+		if r.at.After(upCut) {
+			lo = min(lo, r.n)
+		}
+		if r.at.After(downCut) {
+			hi = max(hi, r.n)
+		}
+		if r.at.After(now.Add(-a.window)) {
+			keep = append(keep, r)
+		}
+	}
+	a.recs = append(keep, proposal{now, n})
+	want := min(max(cur, lo), hi)
+	d := Decision{Replicas: want, Proposed: n}
+	if want != n {
+		d.Why = "stabilized"
+	}
+	// Rate policies and bounds.
+	switch {
+	case want > cur:
+		limit := max(a.limit(now, p.ScaleUp, cur, true), cur)
+		top := min(p.Max, limit)
+		if want > top {
+			d.Replicas = top
+			d.Why = "at max"
+			if limit < p.Max {
+				d.Why = "scale-up limit"
+			}
+		}
+	case want < cur:
+		limit := min(a.limit(now, p.ScaleDown, cur, false), cur)
+		bottom := max(p.Min, limit)
+		if want < bottom {
+			d.Replicas = bottom
+			d.Why = "at min"
+			if limit > p.Min {
+				d.Why = "scale-down limit"
+			}
+		}
+	}
+	return d
+}
+
+// record notes a change from cur to n at now, and forgets the changes
+// older than every rate period.
+func (a *Autoscaler) record(now time.Time, cur, n int) {
+	cut := now.Add(-a.period)
+	prune := func(cs []change) []change {
+		keep := cs[:0]
+		for _, c := range cs {
+			if c.at.After(cut) {
+				keep = append(keep, c)
+			}
+		}
+		return keep
+	}
+	a.ups, a.downs = prune(a.ups), prune(a.downs)
+	if n > cur {
+		a.ups = append(a.ups, change{now, n - cur})
+	} else {
+		a.downs = append(a.downs, change{now, cur - n})
+	}
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // DefaultTolerance is the largest Comparison.Error at which the lab and
@@ -60,7 +60,7 @@ type Comparison struct {
 // Compare compares the goodput of a lab run with that of the simulator's
 // run of the same scenario, in windows of window seconds (DefaultWindow
 // if 0), against DefaultTolerance.
-func Compare(labRun, simRun sim.Result, window float64) Comparison {
+func Compare(labRun, simRun result.Result, window float64) Comparison {
 	if window <= 0 {
 		window = DefaultWindow
 	}
@@ -122,7 +122,7 @@ func (c Comparison) String() string {
 }
 
 // clientSums returns goodput and demand per bin, all clients together.
-func clientSums(r sim.Result) (goodput, demand []float64) {
+func clientSums(r result.Result) (goodput, demand []float64) {
 	for _, c := range r.Clients {
 		for b, bin := range c.Bins {
 			if b >= len(goodput) {
@@ -139,7 +139,7 @@ func clientSums(r sim.Result) (goodput, demand []float64) {
 // AfterTrigger returns the start of the "after" stretch of r (the end of
 // its last trigger, 0 without triggers) and goodput / demand over the
 // bins that start there or later.
-func AfterTrigger(r sim.Result) (from, ratio float64) {
+func AfterTrigger(r result.Result) (from, ratio float64) {
 	for _, t := range r.TriggerS {
 		from = max(from, t[1])
 	}
@@ -149,7 +149,7 @@ func AfterTrigger(r sim.Result) (from, ratio float64) {
 // AfterRecovery returns goodput / demand from the recovery on (the end of
 // the last trigger plus RecoveryS) to the end of the run, or NaN when r
 // never recovered.
-func AfterRecovery(r sim.Result) float64 {
+func AfterRecovery(r result.Result) float64 {
 	if r.RecoveryS == nil {
 		return math.NaN()
 	}
@@ -157,14 +157,14 @@ func AfterRecovery(r sim.Result) float64 {
 	return ratioFrom(r, from+*r.RecoveryS)
 }
 
-func afterRatio(r sim.Result) float64 {
+func afterRatio(r result.Result) float64 {
 	_, ratio := AfterTrigger(r)
 	return ratio
 }
 
 // ratioFrom is goodput / demand over the bins that start at from seconds
 // or later.
-func ratioFrom(r sim.Result, from float64) float64 {
+func ratioFrom(r result.Result, from float64) float64 {
 	g, d := clientSums(r)
 	var sg, sd float64
 	for b := range g {

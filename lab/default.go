@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/examples"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // DefaultName is the scenario file `stormguard lab` runs without one: the
@@ -13,12 +13,12 @@ import (
 const DefaultName = "lab-hotos.yaml"
 
 // Default returns the default lab scenario file, parsed.
-func Default() (sim.File, error) {
+func Default() (scenario.File, error) {
 	data, err := examples.Scenarios.ReadFile(DefaultName)
 	if err != nil {
-		return sim.File{}, err
+		return scenario.File{}, err
 	}
-	return sim.Parse(DefaultName, data)
+	return scenario.Parse(DefaultName, data)
 }
 
 // ScaleTime returns sc with every point in time of the run (the duration,
@@ -26,19 +26,19 @@ func Default() (sim.File, error) {
 // by f, and everything else (rates, timeouts, service times) unchanged:
 // the same system, watched for a shorter or longer time. Tests use it to
 // run the default scenario quickly.
-func ScaleTime(sc sim.Scenario, f float64) sim.Scenario {
+func ScaleTime(sc scenario.Scenario, f float64) scenario.Scenario {
 	scale := func(d *time.Duration) { *d = time.Duration(float64(*d) * f) }
 	scale(&sc.Duration)
 	scale(&sc.Verdict.Warmup)
-	sc.Triggers = append([]sim.Trigger(nil), sc.Triggers...)
+	sc.Triggers = append([]scenario.Trigger(nil), sc.Triggers...)
 	for i := range sc.Triggers {
 		scale(&sc.Triggers[i].At)
 		scale(&sc.Triggers[i].Duration)
 	}
-	sc.Clients = append([]sim.Client(nil), sc.Clients...)
+	sc.Clients = append([]scenario.Client(nil), sc.Clients...)
 	for i := range sc.Clients {
 		a := &sc.Clients[i].Arrivals
-		a.Schedule = append([]sim.RatePoint(nil), a.Schedule...)
+		a.Schedule = append([]scenario.RatePoint(nil), a.Schedule...)
 		for j := range a.Schedule {
 			scale(&a.Schedule[j].At)
 		}

@@ -18,12 +18,13 @@
 //	          outage and latency triggers
 //	backend   the last service: a worker pool with a service-time
 //	          distribution, an admission queue and the capacity that degrades
-//	          as the queue grows; behind httpx.Server when its defenses are on
+//	          as the queue grows; behind httpx.Server when its defenses are on,
+//	          admitting as the simulator's core (scenario.Service.Admission)
 //
 // The roles share a start time and count events in the scenario's bins
 // (100 ms by default in the lab); the orchestrator ([RunScenario]) collects
-// their counts into a sim.Result, so the lab's runs are judged by the
-// simulator's rule ([sim.Judge]) and drawn by its reports.
+// their counts into a result.Result, so the lab's runs are judged by the
+// simulator's rule ([result.Judge]) and drawn by its reports.
 //
 // Every child process runs in its own process group, dies with the
 // orchestrator (Pdeathsig on Linux, and end of its standard input

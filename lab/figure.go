@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/stormguard/stormguard/report"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // Colours of the figure: the report's own (report.Colour), so that a
@@ -96,7 +96,7 @@ func figurePlots(out Output) ([][]*plot.Plot, error) {
 		if j < len(out.Comparisons) {
 			cmp = &out.Comparisons[j]
 		}
-		var simRun *sim.Result
+		var simRun *result.Result
 		if j < len(out.Sim) {
 			simRun = &out.Sim[j]
 		}
@@ -127,7 +127,7 @@ type series struct {
 }
 
 // runColumn builds the panels of one run.
-func runColumn(r sim.Result, simRun *sim.Result, cmp *Comparison, legends bool) ([]*plot.Plot, error) {
+func runColumn(r result.Result, simRun *result.Result, cmp *Comparison, legends bool) ([]*plot.Plot, error) {
 	var out []*plot.Plot
 	add := func(ylabel string, ss []series, headroom float64) error {
 		// The difference's legend states the run's own figure: shown in
@@ -173,11 +173,11 @@ func runColumn(r sim.Result, simRun *sim.Result, cmp *Comparison, legends bool) 
 	// A difference reads against zero: a tick and a line at 0 always.
 	out[len(out)-1].Y.Tick.Marker = zeroTicks{}
 	out[len(out)-1].Add(zeroLine{})
-	var back sim.ServiceSeries
+	var back result.ServiceSeries
 	if len(r.Services) > 0 {
 		back = r.Services[len(r.Services)-1]
 	}
-	get := func(f func(sim.ServiceBin) float64) plotter.XYs {
+	get := func(f func(result.ServiceBin) float64) plotter.XYs {
 		v := make([]float64, len(back.Bins))
 		for i, b := range back.Bins {
 			v[i] = f(b)
@@ -185,15 +185,15 @@ func runColumn(r sim.Result, simRun *sim.Result, cmp *Comparison, legends bool) 
 		return binXY(r.BinS, v)
 	}
 	load := []series{
-		{"offered: first tries", colFirst, false, get(func(b sim.ServiceBin) float64 { return b.OfferedFirst })},
-		{"offered: retries", colRetries, false, get(func(b sim.ServiceBin) float64 { return b.OfferedRetries })},
-		{"throughput", colThroughput, false, get(func(b sim.ServiceBin) float64 { return b.Throughput })},
-		{"wasted", colWasted, false, get(func(b sim.ServiceBin) float64 { return b.Wasted })},
+		{"offered: first tries", colFirst, false, get(func(b result.ServiceBin) float64 { return b.OfferedFirst })},
+		{"offered: retries", colRetries, false, get(func(b result.ServiceBin) float64 { return b.OfferedRetries })},
+		{"throughput", colThroughput, false, get(func(b result.ServiceBin) float64 { return b.Throughput })},
+		{"wasted", colWasted, false, get(func(b result.ServiceBin) float64 { return b.Wasted })},
 	}
 	if err := add(back.Name+": attempts/s", load, 1.45); err != nil {
 		return nil, err
 	}
-	queue := []series{{"queue", colQueue, false, get(func(b sim.ServiceBin) float64 { return b.Queue })}}
+	queue := []series{{"queue", colQueue, false, get(func(b result.ServiceBin) float64 { return b.Queue })}}
 	if err := add(back.Name+": queue", queue, 1.3); err != nil {
 		return nil, err
 	}
@@ -245,22 +245,16 @@ func (zeroLine) Plot(c draw.Canvas, p *plot.Plot) {
 	c.StrokeLine2(draw.LineStyle{Color: color.Gray{Y: 90}, Width: vg.Points(0.8)}, c.Min.X, y(0), c.Max.X, y(0))
 }
 
-// figTitle names the run and the lab's verdict.
-func figTitle(r sim.Result) string {
-	switch {
-	case r.Verdict == "metastable":
-		return r.Name + " (lab): metastable, goodput never recovered"
-	case r.Verdict == "recovered" && r.RecoveryS != nil:
-		return fmt.Sprintf("%s (lab): recovered %.1f s after the trigger", r.Name, *r.RecoveryS)
-	case r.Verdict == "":
-		return r.Name + " (lab)"
-	}
-	return r.Name + " (lab): " + r.Verdict
+// figTitle names the run and the lab's verdict, as the report's charts
+// and the table say it.
+func figTitle(r result.Result) string {
+	r.Name += " (lab)"
+	return report.RunTitle(r)
 }
 
 // figPanel makes one panel over the run's time span with its trigger
 // windows shaded; headroom leaves room above the lines for the legend.
-func figPanel(r sim.Result, ylabel string, ss []series, headroom float64, legend bool) (*plot.Plot, error) {
+func figPanel(r result.Result, ylabel string, ss []series, headroom float64, legend bool) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.TextStyle.Font.Size = vg.Points(13)
 	p.Y.Label.Text = ylabel

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/stormguard/stormguard/sim/result"
 	"math"
 	"runtime/metrics"
 	"slices"
@@ -154,17 +155,29 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%.0f ms", v)
 }
 
-// markInconclusive makes r's verdict VerdictInconclusive when h is
-// starved, keeping what was measured in h.MeasuredVerdict and r.Why.
-func markInconclusive(r *RunResult) {
+// MarkInconclusive makes r's verdict, and its clients' and services',
+// VerdictInconclusive when r.Host is starved (RunScenario does it to
+// every run it measures), keeping what was measured in
+// h.MeasuredVerdict and the whys; the recovery and collapse times, which
+// describe the machine, are cleared, so no table or chart shows them.
+func (r *RunResult) MarkInconclusive() {
 	if !r.Host.Starved {
 		return
 	}
 	res := &r.Result
 	r.Host.MeasuredVerdict = res.Verdict
-	why := strings.TrimSuffix(res.Why, ".")
-	res.Why = fmt.Sprintf("%s (%s); the lab measured %s: %s", VerdictInconclusive, r.Host.Reason, res.Verdict, why)
-	res.Verdict = VerdictInconclusive
+	mark := func(j result.Judgement) result.Judgement {
+		why := strings.TrimSuffix(j.Why, ".")
+		return result.Judgement{Verdict: VerdictInconclusive,
+			Why: fmt.Sprintf("%s (%s); the lab measured %s: %s", VerdictInconclusive, r.Host.Reason, j.Verdict, why)}
+	}
+	res.Judgement = mark(res.Judgement)
+	for i := range res.Clients {
+		res.Clients[i].Judgement = mark(res.Clients[i].Judgement)
+	}
+	for i := range res.Services {
+		res.Services[i].Judgement = mark(res.Services[i].Judgement)
+	}
 }
 
 // timerProbe asks to be woken every probePeriod and records how late it

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/internal/hostspeed"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 func TestJudgeHost(t *testing.T) {
@@ -60,23 +61,23 @@ func TestJudgeHost(t *testing.T) {
 // keeping what was measured; its comparison is not made.
 func TestMarkInconclusive(t *testing.T) {
 	rec := 1.5
-	r := RunResult{Result: sim.Result{Name: "sg", Verdict: "metastable", Why: "goodput was still below 90% of demand at the end."},
+	r := RunResult{Result: result.Result{Name: "sg", Judgement: result.Judgement{Verdict: "metastable", Why: "goodput was still below 90% of demand at the end."}},
 		Host: Host{Starved: true, Reason: "host starved: timers 38 ms late at p99, service time 2.10× nominal"}}
-	markInconclusive(&r)
+	r.MarkInconclusive()
 	if r.Result.Verdict != VerdictInconclusive || r.Host.MeasuredVerdict != "metastable" {
 		t.Errorf("verdict %q, measured %q; want inconclusive, metastable", r.Result.Verdict, r.Host.MeasuredVerdict)
 	}
 	if want := "inconclusive (host starved: timers 38 ms late at p99, service time 2.10× nominal); the lab measured metastable: goodput was still below 90% of demand at the end"; r.Result.Why != want {
 		t.Errorf("why = %q, want %q", r.Result.Why, want)
 	}
-	ok := RunResult{Result: sim.Result{Name: "sg", Verdict: "recovered", RecoveryS: &rec}, Host: Host{Reason: "host ok: …"}}
-	markInconclusive(&ok)
+	ok := RunResult{Result: result.Result{Name: "sg", Judgement: result.Judgement{Verdict: "recovered", RecoveryS: &rec}}, Host: Host{Reason: "host ok: …"}}
+	ok.MarkInconclusive()
 	if ok.Result.Verdict != "recovered" || ok.Host.MeasuredVerdict != "" {
 		t.Errorf("a run on a healthy host became %q", ok.Result.Verdict)
 	}
 
 	var out Output
-	out.Add(r, sim.Result{Name: "sg", Verdict: "metastable"})
+	out.Add(r, result.Result{Name: "sg", Judgement: result.Judgement{Verdict: "metastable"}})
 	c := out.Comparisons[0]
 	if !c.Inconclusive || c.Within || c.Reason != r.Host.Reason {
 		t.Errorf("comparison: inconclusive %v, within %v, reason %q", c.Inconclusive, c.Within, c.Reason)
@@ -122,7 +123,7 @@ func TestTimerProbe(t *testing.T) {
 func TestServiceClockMeasures(t *testing.T) {
 	clk := newClock(time.Now(), 100*time.Millisecond, time.Second)
 	s, err := newService(ServiceConfig{Common: Common{Role: RoleBackend, Name: "db", Seed: 1, Bin: 100 * time.Millisecond, Duration: time.Second},
-		Workers: 4, ServiceTime: sim.Dist{Kind: "constant", Mean: 5 * time.Millisecond}, Queue: sim.QueueSpec{Discipline: "fifo"}}, clk)
+		Workers: 4, ServiceTime: scenario.Dist{Kind: "constant", Mean: 5 * time.Millisecond}, Queue: scenario.QueueSpec{Discipline: "fifo"}.ShedConfig(0)}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

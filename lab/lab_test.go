@@ -12,6 +12,7 @@ import (
 
 	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // shortScale shrinks the default scenario's time line for `go test`: a
@@ -272,16 +273,16 @@ func TestNotStormguard(t *testing.T) {
 // quickScenario is a small system (a client calls the backend directly)
 // that the lab runs for d, with an outage in mode (none if "") from d/4
 // for d/4.
-func quickScenario(d time.Duration, mode string) sim.Scenario {
-	sc := sim.Scenario{
+func quickScenario(d time.Duration, mode string) scenario.Scenario {
+	sc := scenario.Scenario{
 		Name:     "quick",
 		Duration: d,
-		Clients: []sim.Client{{Name: "users", Target: "db", Arrivals: sim.Arrivals{Kind: "poisson", Rate: 100},
+		Clients: []scenario.Client{{Name: "users", Target: "db", Arrivals: scenario.Arrivals{Kind: "poisson", Rate: 100},
 			Timeout: 500 * time.Millisecond}},
-		Services: []sim.Service{{Name: "db", Workers: 4, ServiceTime: sim.Dist{Kind: "constant", Mean: 10 * time.Millisecond}}},
+		Services: []scenario.Service{{Name: "db", Workers: 4, ServiceTime: scenario.Dist{Kind: "constant", Mean: 10 * time.Millisecond}}},
 	}
 	if mode != "" {
-		sc.Triggers = []sim.Trigger{{Kind: "outage", Target: "db", At: d / 4, Duration: d / 4, Mode: mode}}
+		sc.Triggers = []scenario.Trigger{{Kind: "outage", Target: "db", At: d / 4, Duration: d / 4, Mode: mode}}
 	}
 	return sc
 }

@@ -13,8 +13,9 @@ import (
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/retry"
-	"github.com/stormguard/stormguard/sim"
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 	"github.com/stormguard/stormguard/wire"
 )
 
@@ -32,7 +33,7 @@ type loadgen struct {
 	// lag is how far the arrivals fell behind their schedule, at most.
 	lag time.Duration
 	// loads are the load triggers, as the simulator's arrivals read them.
-	loads []sim.Trigger
+	loads []scenario.Trigger
 }
 
 func newLoadgen(cfg LoadgenConfig, clk clock) (*loadgen, error) {
@@ -40,7 +41,7 @@ func newLoadgen(cfg LoadgenConfig, clk clock) (*loadgen, error) {
 		client: &http.Client{Transport: newHTTPTransport()}}
 	for _, w := range cfg.Triggers {
 		if w.Kind == "load" {
-			g.loads = append(g.loads, sim.Trigger{Kind: w.Kind, At: w.At, Duration: w.Duration, Factor: w.Factor})
+			g.loads = append(g.loads, scenario.Trigger{Kind: w.Kind, At: w.At, Duration: w.Duration, Factor: w.Factor})
 		}
 	}
 	for range max(1, cfg.Processes) {
@@ -96,7 +97,7 @@ func (g *loadgen) run(ctx context.Context) {
 
 // next returns the offset of the arrival after the one at t, and false
 // when there is none before the end of the run: the simulator's own
-// arrival process (sim.Arrivals.NextArrival) with the run's load triggers,
+// arrival process (scenario.Arrivals.NextArrival) with the run's load triggers,
 // drawing from rng, so the lab's arrivals are the simulated run's.
 func (g *loadgen) next(t time.Duration, rng *engine.Rand) (time.Duration, bool) {
 	n, ok := g.cfg.Arrivals.NextArrival(t, g.loads, rng)
@@ -182,7 +183,7 @@ func (g *loadgen) sampleBudgets(ctx context.Context) {
 }
 
 // result returns the client's series and outcomes.
-func (g *loadgen) result() (sim.ClientSeries, Outcomes) {
+func (g *loadgen) result() (result.ClientSeries, Outcomes) {
 	return g.counts.series(g.cfg.Name, 0)
 }
 

@@ -3,7 +3,7 @@ package lab
 import (
 	"math"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // Output is what `stormguard lab --json` prints: the lab's runs in the
@@ -15,10 +15,10 @@ type Output struct {
 	Scenario    string `json:"scenario"`
 	Description string `json:"description,omitempty"`
 	// Runs are the lab's runs, measured and judged.
-	Runs []sim.Result `json:"runs"`
+	Runs []result.Result `json:"runs"`
 	// Sim are the simulator's runs of the same scenarios, in the same
 	// order.
-	Sim []sim.Result `json:"sim"`
+	Sim []result.Result `json:"sim"`
 	// Comparisons set each lab run's goodput beside the simulator's.
 	Comparisons []Comparison `json:"sim_vs_lab"`
 	// Outcomes account for every request of each run.
@@ -50,7 +50,7 @@ type RunOutcomes struct {
 }
 
 // Add appends a lab run and the simulator's run of the same scenario.
-func (o *Output) Add(labRun RunResult, simRun sim.Result) {
+func (o *Output) Add(labRun RunResult, simRun result.Result) {
 	o.Runs = append(o.Runs, labRun.Result)
 	o.Sim = append(o.Sim, simRun)
 	c := Compare(labRun.Result, simRun, DefaultWindow)

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/retry"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // DefaultBin is the width of a lab time bin when the scenario sets none:
@@ -60,28 +61,39 @@ type Window struct {
 func (w Window) active(t time.Duration) bool { return t >= w.At && t < w.At+w.Duration }
 
 // ServiceConfig configures a service role (app or backend); its fields
-// are those of the scenario's sim.Service.
+// are those of the scenario's scenario.Service.
 type ServiceConfig struct {
 	Common
 	// Workers serve requests concurrently; the others wait in the queue.
 	Workers int `json:"workers"`
 	// ServiceTime of one request on one worker (the app's calls excluded).
-	ServiceTime sim.Dist `json:"service_time"`
-	// Queue of the requests waiting for a worker.
-	Queue sim.QueueSpec `json:"queue"`
+	ServiceTime scenario.Dist `json:"service_time"`
+	// Queue of the requests waiting for a worker
+	// (scenario.Service.RunQueue).
+	Queue shed.Config `json:"queue"`
 	// Slowdown: the service time grows with the queue, as in the
 	// simulator.
-	Slowdown sim.Slowdown `json:"slowdown"`
+	Slowdown scenario.Slowdown `json:"slowdown"`
 	// ErrorRate: the probability that a response fails (500).
 	ErrorRate float64 `json:"error_rate,omitempty"`
 	// Defended puts the service behind httpx.Server: deadlines from the
 	// wire, expired work dropped, the queue's order and the overload
-	// signals. Limiter, when set, is its concurrency-limit algorithm
-	// instead of a fixed limit of Workers; MinRemaining is the least time
-	// before its deadline a request needs to start.
+	// signals. Without Admission the gate stands for the workers: its
+	// concurrency limit is fixed at Workers and its queue is Queue;
+	// MinRemaining is the least time before its deadline a request needs
+	// to start.
 	Defended     bool          `json:"defended"`
-	Limiter      *limit.Spec   `json:"limiter,omitempty"`
 	MinRemaining time.Duration `json:"min_remaining_ns,omitempty"`
+	// Admission, when set, is the service's own admission, the one the
+	// simulator's core takes (scenario.Service.Admission: a limiter,
+	// rejecting at its limit unless reject_at_limit says otherwise, or a
+	// policy file's server block): the gate admits through it, and an
+	// admitted request then waits in Queue for one of Workers, as in the
+	// simulator. ExpiredDrop: a request whose deadline passes while it
+	// waits there is dropped (the simulator's run queue with
+	// expired_drop).
+	Admission   *admit.Config `json:"admission,omitempty"`
+	ExpiredDrop bool          `json:"expired_drop,omitempty"`
 	// Triggers of kind capacity and errors aimed at this service.
 	Triggers []Window `json:"triggers,omitempty"`
 	// Call is the downstream call of an app; nil for a backend.
@@ -110,7 +122,7 @@ type LoadgenConfig struct {
 	// Target is the address requests go to.
 	Target string `json:"target"`
 	// Arrivals of new requests (kind poisson or constant).
-	Arrivals sim.Arrivals `json:"arrivals"`
+	Arrivals scenario.Arrivals `json:"arrivals"`
 	// Policy retries requests; its AttemptTimeout is Timeout.
 	Policy retry.Policy `json:"policy"`
 	// Timeout of one attempt; Deadline of a whole request (0: none).
@@ -136,7 +148,7 @@ type ProxyConfig struct {
 // Plan is how a scenario maps onto the lab's processes.
 type Plan struct {
 	// Scenario with the defaults the lab uses filled in.
-	Scenario sim.Scenario
+	Scenario scenario.Scenario
 	// The roles' configurations, without the addresses and result files
 	// the orchestrator fills in.
 	Loadgen LoadgenConfig
@@ -149,86 +161,27 @@ type Plan struct {
 	Services []string
 }
 
-// Normalize returns sc with the defaults of the simulator (see
-// sim.Scenario) and of the lab filled in: a zero Bin becomes DefaultBin.
-// The lab and its simulated twin both run the normalized scenario.
-func Normalize(sc sim.Scenario) sim.Scenario {
-	if sc.Duration == 0 {
-		sc.Duration = sim.DefaultDuration
-	}
+// Normalize returns sc with its defaults filled in
+// (scenario.Scenario.WithDefaults), a zero Bin becoming the lab's
+// DefaultBin rather than the simulator's. The lab and its simulated twin
+// both run the normalized scenario.
+func Normalize(sc scenario.Scenario) scenario.Scenario {
 	if sc.Bin == 0 {
 		sc.Bin = DefaultBin
 	}
-	if sc.Seed == 0 {
-		sc.Seed = 1
-	}
-	sc.Clients = append([]sim.Client(nil), sc.Clients...)
-	for i := range sc.Clients {
-		c := &sc.Clients[i]
-		if c.Arrivals.Kind == "" {
-			c.Arrivals.Kind = "poisson"
-		}
-		if c.Timeout == 0 {
-			c.Timeout = sim.DefaultTimeout
-		}
-		if c.Processes == 0 {
-			c.Processes = 1
-		}
-		c.Policy = policyOrNaive(c.Policy)
-	}
-	sc.Services = append([]sim.Service(nil), sc.Services...)
-	for i := range sc.Services {
-		v := &sc.Services[i]
-		if v.Workers == 0 {
-			v.Workers = 1
-		}
-		if v.Defenses == "stormguard" {
-			if v.Queue.Discipline == "" {
-				v.Queue.Discipline = "first-tries-adaptive-lifo"
-			}
-			v.ExpiredDrop = true
-		}
-		if v.Queue.Discipline == "" {
-			v.Queue.Discipline = "fifo"
-		}
-		if v.OnCallFailure == "" {
-			v.OnCallFailure = "fail"
-		}
-		v.Calls = append([]sim.Call(nil), v.Calls...)
-		for j := range v.Calls {
-			if v.Calls[j].Timeout == 0 {
-				v.Calls[j].Timeout = sim.DefaultTimeout
-			}
-			v.Calls[j].Policy = policyOrNaive(v.Calls[j].Policy)
-		}
-	}
-	sc.Triggers = append([]sim.Trigger(nil), sc.Triggers...)
-	for i := range sc.Triggers {
-		if sc.Triggers[i].Kind == "outage" && sc.Triggers[i].Mode == "" {
-			sc.Triggers[i].Mode = "hold"
-		}
-	}
-	return sc
-}
-
-func policyOrNaive(p sim.PolicySpec) sim.PolicySpec {
-	if p.Preset == "" && p.Policy == (retry.Policy{}) {
-		pol, _ := retry.Preset("naive")
-		return sim.PolicySpec{Preset: "naive", Policy: pol}
-	}
-	return p
+	return sc.WithDefaults()
 }
 
 // Check reports every reason the lab cannot run sc (which must already be
-// a valid scenario, see sim.Scenario.Validate), naming the part.
-func Check(sc sim.Scenario) error {
+// a valid scenario, see scenario.Scenario.Validate), naming the part.
+func Check(sc scenario.Scenario) error {
 	_, err := NewPlan(sc)
 	return err
 }
 
 // NewPlan validates sc, normalizes it (see Normalize) and maps it onto the
 // lab's roles. Addresses and result files are left for the orchestrator.
-func NewPlan(sc sim.Scenario) (Plan, error) {
+func NewPlan(sc scenario.Scenario) (Plan, error) {
 	if err := sc.Validate(); err != nil {
 		return Plan{}, err
 	}
@@ -265,7 +218,7 @@ func NewPlan(sc sim.Scenario) (Plan, error) {
 	}
 	front := sc.Services[idx[c.Target]]
 	backIdx := idx[c.Target]
-	var app *sim.Service
+	var app *scenario.Service
 	if len(front.Calls) > 0 {
 		if len(front.Calls) != 1 {
 			bad("services[%d] (%s): the lab's app makes one downstream call, this one makes %d", idx[front.Name], front.Name, len(front.Calls))
@@ -348,10 +301,14 @@ func NewPlan(sc sim.Scenario) (Plan, error) {
 }
 
 // serviceConfig maps a scenario service onto a service role.
-func serviceConfig(c Common, v sim.Service) ServiceConfig {
-	return ServiceConfig{Common: c, Workers: v.Workers, ServiceTime: v.ServiceTime, Queue: v.Queue, Slowdown: v.Slowdown,
-		ErrorRate: v.ErrorRate, Defended: v.Defenses == "stormguard" || v.ExpiredDrop || v.Limiter != nil,
-		Limiter: v.Limiter, MinRemaining: v.MinRemaining}
+func serviceConfig(c Common, v scenario.Service) ServiceConfig {
+	sc := ServiceConfig{Common: c, Workers: v.Workers, ServiceTime: v.ServiceTime, Queue: v.RunQueue(), Slowdown: v.Slowdown,
+		ErrorRate: v.ErrorRate, MinRemaining: v.MinRemaining, ExpiredDrop: v.ExpiredDrop}
+	if cfg, limited := v.Admission(); limited {
+		sc.Admission = &cfg
+	}
+	sc.Defended = v.Defenses == "stormguard" || v.ExpiredDrop || sc.Admission != nil
+	return sc
 }
 
 // attemptPolicy is p with its AttemptTimeout bounded by the edge's
@@ -365,7 +322,7 @@ func attemptPolicy(p retry.Policy, timeout time.Duration) retry.Policy {
 
 // peakRate is the highest arrival rate of a, with load triggers applied
 // as if they all overlapped.
-func peakRate(a sim.Arrivals, ts []sim.Trigger) float64 {
+func peakRate(a scenario.Arrivals, ts []scenario.Trigger) float64 {
 	r := a.Rate
 	for _, p := range a.Schedule {
 		r = max(r, p.Rate)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // The protocol between the orchestrator and a role process (see RoleMain)
@@ -292,7 +292,7 @@ func checkService(role string, c *ServiceConfig) error {
 }
 
 // checkDist checks a service-time distribution as the simulator does.
-func checkDist(d sim.Dist) error {
+func checkDist(d scenario.Dist) error {
 	switch d.Kind {
 	case "", "constant", "exponential":
 		if d.Mean < 0 {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/admit"
 )
 
 func TestParseControl(t *testing.T) {
@@ -181,7 +183,7 @@ func validResults(t testing.TB) (Plan, map[string][]byte) {
 	client, outs := cc.series("users", 0)
 	sc := newServiceCounts(clk)
 	sc.arrived(clk.start, 1)
-	sc.completedAt(clk.start.Add(10*time.Millisecond), true)
+	sc.completedAt(clk.start.Add(10*time.Millisecond), admit.FateGoodput)
 	service := sc.series("db", 0)
 	host := &HostStats{TimerSamples: 100, TimerLateP50: time.Millisecond, TimerLateP99: 2 * time.Millisecond, TimerLateMax: 3 * time.Millisecond}
 	files := map[string]roleResult{

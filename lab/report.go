@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/stormguard/stormguard/report"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // WriteReport writes the report of out into dir (made if missing):
@@ -30,7 +30,7 @@ import (
 //
 // changes lists, by run name, what each run changes in the base scenario.
 func WriteReport(dir string, out Output, changes map[string][]string) error {
-	rep := report.Sim{Output: sim.Output{Scenario: out.Scenario, Description: out.Description, Runs: out.Runs},
+	rep := report.Sim{Output: result.Output{Scenario: out.Scenario, Description: out.Description, Runs: out.Runs},
 		Description: out.Description, Changes: changes}
 	if err := rep.Write(dir); err != nil {
 		return err
@@ -140,6 +140,12 @@ func addSection(path string, out Output, png []byte) error {
 	if err := sectionTmpl.Execute(&sec, data); err != nil {
 		return err
 	}
+	return os.WriteFile(path, InsertSection(page, sec.Bytes()), 0o644)
+}
+
+// InsertSection returns the report page with section put in before its
+// closing note ("Made by …"), or before </body>.
+func InsertSection(page, section []byte) []byte {
 	s := string(page)
 	at := strings.LastIndex(s, `<p class="note">Made by`)
 	if at < 0 {
@@ -148,6 +154,5 @@ func addSection(path string, out Output, png []byte) error {
 	if at < 0 {
 		at = len(s)
 	}
-	s = s[:at] + sec.String() + s[at:]
-	return os.WriteFile(path, []byte(s), 0o644)
+	return []byte(s[:at] + string(section) + s[at:])
 }

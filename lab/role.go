@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // The roles of a lab run, as the hidden subcommands name them.
@@ -42,10 +42,10 @@ func IsRole(name string) bool {
 
 // roleResult is what a role writes to its result file when it stops.
 type roleResult struct {
-	Service  *sim.ServiceSeries `json:"service,omitempty"`
-	Client   *sim.ClientSeries  `json:"client,omitempty"`
-	Outcomes *Outcomes          `json:"outcomes,omitempty"`
-	Proxy    *ProxyStats        `json:"proxy,omitempty"`
+	Service  *result.ServiceSeries `json:"service,omitempty"`
+	Client   *result.ClientSeries  `json:"client,omitempty"`
+	Outcomes *Outcomes             `json:"outcomes,omitempty"`
+	Proxy    *ProxyStats           `json:"proxy,omitempty"`
 	// MaxLag is how far the load generator's arrivals fell behind their
 	// schedule, at most.
 	MaxLag time.Duration `json:"max_lag_ns,omitempty"`

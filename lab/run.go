@@ -15,7 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // Options configures RunScenario. The zero Options is ready to use.
@@ -51,10 +52,10 @@ type Proc struct {
 // RunResult is one lab run: the measurements in the simulator's shape,
 // judged by its rule, and what only the lab knows.
 type RunResult struct {
-	// Result holds the time series and the verdict (see sim.Judge). The
+	// Result holds the time series and the verdict (see result.Judge). The
 	// lab has no event queue: its Events counts the requests sent and the
 	// attempts that reached the services.
-	Result sim.Result `json:"result"`
+	Result result.Result `json:"result"`
 	// Outcomes is the load generator's account of its requests.
 	Outcomes Outcomes `json:"outcomes"`
 	// Proxy is what the fault proxy did.
@@ -98,7 +99,7 @@ const (
 // RunScenario returns, whether the run succeeded, failed (a role that
 // exits early or does not start) or ctx was cancelled (then the error
 // wraps ctx's error).
-func RunScenario(ctx context.Context, sc sim.Scenario, name string, opts Options) (RunResult, error) {
+func RunScenario(ctx context.Context, sc scenario.Scenario, name string, opts Options) (RunResult, error) {
 	plan, err := NewPlan(sc)
 	if err != nil {
 		return RunResult{}, err
@@ -304,7 +305,7 @@ func assemble(plan Plan, name string, outs []roleOutput) (RunResult, error) {
 		}
 	}
 	sc := plan.Scenario
-	res := sim.Result{Name: name, Seed: sc.Seed, BinS: sc.Bin.Seconds(), DurationS: sc.Duration.Seconds(), TriggerS: [][2]float64{}}
+	res := result.Result{Name: name, Seed: sc.Seed, BinS: sc.Bin.Seconds(), DurationS: sc.Duration.Seconds(), TriggerS: [][2]float64{}}
 	for _, t := range sc.Triggers {
 		res.TriggerS = append(res.TriggerS, [2]float64{t.At.Seconds(), (t.At + t.Duration).Seconds()})
 	}
@@ -312,7 +313,7 @@ func assemble(plan Plan, name string, outs []roleOutput) (RunResult, error) {
 	if gen.Client == nil || gen.Outcomes == nil {
 		return RunResult{}, errors.New("the load generator reported nothing")
 	}
-	res.Clients = []sim.ClientSeries{*gen.Client}
+	res.Clients = []result.ClientSeries{*gen.Client}
 	res.Events = uint64(gen.Outcomes.Sent)
 	for _, v := range plan.Services {
 		r, ok := results[v+"/"+RoleBackend]
@@ -325,12 +326,12 @@ func assemble(plan Plan, name string, outs []roleOutput) (RunResult, error) {
 		res.Services = append(res.Services, *r.Service)
 		res.Events += uint64(r.Service.Total.Arrived)
 	}
-	sim.Judge(&res, sc)
+	result.Judge(&res, sc)
 	out := RunResult{Result: res, Outcomes: *gen.Outcomes, MaxLagS: gen.MaxLag.Seconds(), Host: judgeHost(hosts)}
 	if p := results[plan.Proxy.Name+"/"+RoleProxy].Proxy; p != nil {
 		out.Proxy = *p
 	}
-	markInconclusive(&out)
+	out.MarkInconclusive()
 	return out, nil
 }
 

@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/retry"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // clock maps wall-clock instants onto the bins of a run that starts at
@@ -35,7 +36,7 @@ func (c clock) binOf(t time.Time) int {
 	return b
 }
 
-// serviceCounts counts a service's attempts per bin, as sim.ServiceBin
+// serviceCounts counts a service's attempts per bin, as result.ServiceBin
 // does, and in total. It is safe for concurrent use.
 type serviceCounts struct {
 	clk clock
@@ -43,7 +44,7 @@ type serviceCounts struct {
 	// per bin
 	first, retries, completed, goodput, wasted, shed, expired []int64
 	queue, busy, limit                                        []float64
-	total                                                     sim.ServiceTotal
+	total                                                     result.ServiceTotal
 }
 
 func newServiceCounts(clk clock) *serviceCounts {
@@ -76,17 +77,22 @@ func (s *serviceCounts) arrived(now time.Time, attempt int) {
 	}
 }
 
-// completed counts an attempt whose handler ran to the end; waiting says
-// whether its caller still waited for it.
-func (s *serviceCounts) completedAt(now time.Time, waiting bool) {
+// completedAt counts an attempt whose handler ran to the end, as its fate
+// by admit's release rule says (admit.Classify): goodput only when it
+// succeeded while its caller still waited, as the production gate and the
+// simulator count it; a failure answered to a waiting caller is failed.
+func (s *serviceCounts) completedAt(now time.Time, f admit.Fate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.total.Completed++
 	s.add(s.completed, now)
-	if waiting {
+	switch f {
+	case admit.FateGoodput:
 		s.total.Goodput++
 		s.add(s.goodput, now)
-	} else {
+	case admit.FateFailed:
+		s.total.Failed++
+	default:
 		s.total.Wasted++
 		s.add(s.wasted, now)
 	}
@@ -119,16 +125,16 @@ func (s *serviceCounts) gauge(b int, queue, busy, limit int) {
 	s.queue[b], s.busy[b], s.limit[b] = float64(queue), float64(busy), float64(limit)
 }
 
-// series returns the counts as a sim.ServiceSeries, rates per second.
+// series returns the counts as a result.ServiceSeries, rates per second.
 // inSystem is the number of attempts still in the service.
-func (s *serviceCounts) series(name string, inSystem int64) sim.ServiceSeries {
+func (s *serviceCounts) series(name string, inSystem int64) result.ServiceSeries {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	perS := 1 / s.clk.bin.Seconds()
-	out := sim.ServiceSeries{Name: name, Bins: make([]sim.ServiceBin, s.clk.n), Total: s.total}
+	out := result.ServiceSeries{Name: name, Bins: make([]result.ServiceBin, s.clk.n), Total: s.total}
 	out.Total.InSystem = inSystem
 	for b := range out.Bins {
-		out.Bins[b] = sim.ServiceBin{
+		out.Bins[b] = result.ServiceBin{
 			T:              float64(b) * s.clk.bin.Seconds(),
 			OfferedFirst:   float64(s.first[b]) * perS,
 			OfferedRetries: float64(s.retries[b]) * perS,
@@ -145,7 +151,7 @@ func (s *serviceCounts) series(name string, inSystem int64) sim.ServiceSeries {
 	return out
 }
 
-// clientCounts counts a client's requests per bin, as sim.ClientBin does,
+// clientCounts counts a client's requests per bin, as result.ClientBin does,
 // and their outcomes. It is safe for concurrent use.
 type clientCounts struct {
 	clk clock
@@ -153,17 +159,17 @@ type clientCounts struct {
 	// per bin
 	demand, goodput, degraded []int64
 	okArr, failArr            []int64 // by the request's arrival bin
-	gaveUp                    []sim.GiveUps
+	gaveUp                    []result.GiveUps
 	lat                       [][]float64
 	budget                    []float64
-	total                     sim.ClientTotal
+	total                     result.ClientTotal
 	outcomes                  Outcomes
 }
 
 func newClientCounts(clk clock) *clientCounts {
 	c := &clientCounts{clk: clk, demand: make([]int64, clk.n), goodput: make([]int64, clk.n), degraded: make([]int64, clk.n),
 		okArr: make([]int64, clk.n), failArr: make([]int64, clk.n),
-		gaveUp: make([]sim.GiveUps, clk.n), lat: make([][]float64, clk.n), budget: make([]float64, clk.n)}
+		gaveUp: make([]result.GiveUps, clk.n), lat: make([][]float64, clk.n), budget: make([]float64, clk.n)}
 	for b := range c.budget {
 		c.budget[b] = -1
 	}
@@ -229,7 +235,7 @@ func (c *clientCounts) ended(now time.Time, latency time.Duration, o outcome, re
 	}
 	c.total.Failed++
 	c.total.FailureLatencyS += latency.Seconds()
-	var g sim.GiveUps
+	var g result.GiveUps
 	switch {
 	case errors.Is(reason, retry.ErrBudgetExhausted):
 		g.Budget = 1
@@ -254,8 +260,8 @@ func (c *clientCounts) ended(now time.Time, latency time.Duration, o outcome, re
 	}
 }
 
-func addGiveUps(a, b sim.GiveUps) sim.GiveUps {
-	return sim.GiveUps{Attempts: a.Attempts + b.Attempts, Budget: a.Budget + b.Budget, Deadline: a.Deadline + b.Deadline,
+func addGiveUps(a, b result.GiveUps) result.GiveUps {
+	return result.GiveUps{Attempts: a.Attempts + b.Attempts, Budget: a.Budget + b.Budget, Deadline: a.Deadline + b.Deadline,
 		NotRetryable: a.NotRetryable + b.NotRetryable, ServerStop: a.ServerStop + b.ServerStop, Disabled: a.Disabled + b.Disabled,
 		Declined: a.Declined + b.Declined, BreakerOpen: a.BreakerOpen + b.BreakerOpen}
 }
@@ -270,13 +276,13 @@ func (c *clientCounts) setBudget(b int, level float64) {
 	c.budget[b] = level
 }
 
-// series returns the counts as a sim.ClientSeries, rates per second, and
+// series returns the counts as a result.ClientSeries, rates per second, and
 // the outcomes.
-func (c *clientCounts) series(name string, inFlight int64) (sim.ClientSeries, Outcomes) {
+func (c *clientCounts) series(name string, inFlight int64) (result.ClientSeries, Outcomes) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	perS := 1 / c.clk.bin.Seconds()
-	out := sim.ClientSeries{Name: name, Bins: make([]sim.ClientBin, c.clk.n), Total: c.total}
+	out := result.ClientSeries{Name: name, Bins: make([]result.ClientBin, c.clk.n), Total: c.total}
 	out.Total.InFlight = inFlight
 	if n := out.Total.Succeeded; n > 0 {
 		out.Total.SuccessLatencyS /= float64(n)
@@ -286,12 +292,12 @@ func (c *clientCounts) series(name string, inFlight int64) (sim.ClientSeries, Ou
 	}
 	for b := range out.Bins {
 		g := c.gaveUp[b]
-		bin := sim.ClientBin{
+		bin := result.ClientBin{
 			T:        float64(b) * c.clk.bin.Seconds(),
 			Demand:   float64(c.demand[b]) * perS,
 			Goodput:  float64(c.goodput[b]) * perS,
 			Degraded: float64(c.degraded[b]) * perS,
-			GaveUp: sim.GiveUps{Attempts: g.Attempts * perS, Budget: g.Budget * perS, Deadline: g.Deadline * perS,
+			GaveUp: result.GiveUps{Attempts: g.Attempts * perS, Budget: g.Budget * perS, Deadline: g.Deadline * perS,
 				NotRetryable: g.NotRetryable * perS, ServerStop: g.ServerStop * perS, Disabled: g.Disabled * perS, Declined: g.Declined * perS, BreakerOpen: g.BreakerOpen * perS},
 			Budget:        c.budget[b],
 			ArrivedOK:     float64(c.okArr[b]) * perS,

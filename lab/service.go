@@ -9,14 +9,17 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/retry"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/shed"
+	"github.com/stormguard/stormguard/sim/scenario"
 	"github.com/stormguard/stormguard/wire"
 )
 
@@ -26,16 +29,26 @@ const HeaderDegraded = "Stormguard-Lab-Degraded"
 
 // service is the app or the backend role: an HTTP handler that accounts
 // for every attempt in the simulator's vocabulary, admits through
-// httpx.Server (defended) or a plain worker pool, and does the work: a
-// wait of the service time, then, for an app, the downstream call.
+// httpx.Server (defended) and a worker pool, and does the work: a wait of
+// the service time, then, for an app, the downstream call.
+//
+// As the simulator's service: without defenses the pool (workers and
+// their queue) is all its admission; defended with an admission of its
+// own (a limiter, a policy file's server block) the gate admits through
+// it and the pool then gives admitted requests their workers; defended
+// without one, the gate stands for the pool (its limit fixed at the
+// workers, its queue the run queue).
 type service struct {
 	cfg    ServiceConfig
 	clk    clock
 	counts *serviceCounts
 
 	hs      *httpx.Server // defended
-	guarded http.Handler  // hs.Wrap(work)
-	pool    *pool         // not defended
+	guarded http.Handler  // hs.Wrap(work or queued)
+	pool    *pool         // not defended, or behind an admission of its own
+	// retryAfter is the Retry-After of the pool's refusals behind the
+	// gate: the gate's own.
+	retryAfter string
 
 	client *http.Client // the app's downstream client
 	url    string
@@ -51,32 +64,42 @@ type service struct {
 // stateKey carries a request's *reqState through httpx.Server.
 type stateKey struct{}
 
-// reqState says whether the work of an attempt started.
-type reqState struct{ ran bool }
+// reqState carries an attempt's number through the gate and says whether
+// its work started.
+type reqState struct {
+	attempt int
+	ran     bool
+}
 
 // newService builds a service role that counts in the bins of clk.
 func newService(cfg ServiceConfig, clk clock) (*service, error) {
 	s := &service{cfg: cfg, clk: clk, counts: newServiceCounts(clk),
 		rng: rand.New(rand.NewPCG(cfg.Seed, streamID("service", cfg.Name)))}
-	qc := cfg.Queue.ShedConfig(cfg.MinRemaining)
-	if cfg.Defended {
-		sc := httpx.ServerConfig{Queue: qc, MinRemaining: cfg.MinRemaining, MaxTimeout: httpx.DefaultMaxTimeout,
-			Limit: limit.Spec{Kind: limit.KindFixed, Limit: cfg.Workers}}
-		if cfg.Limiter != nil {
-			sc.Limit = *cfg.Limiter
-		}
-		hs, err := httpx.NewServer(sc)
-		if err != nil {
-			return nil, err
-		}
-		s.hs = hs
-		s.guarded = hs.Wrap(http.HandlerFunc(s.work))
-	} else {
-		p, err := newPool(cfg.Workers, qc)
+	if !cfg.Defended || cfg.Admission != nil {
+		p, err := newPool(cfg.Workers, cfg.Queue)
 		if err != nil {
 			return nil, err
 		}
 		s.pool = p
+	}
+	if cfg.Defended {
+		ac := admit.Config{
+			Queue:        cfg.Queue,
+			MinRemaining: cfg.MinRemaining,
+			MaxTimeout:   httpx.DefaultMaxTimeout,
+			Limit:        limit.Spec{Kind: limit.KindFixed, Limit: cfg.Workers},
+		}
+		work := s.work
+		if a := cfg.Admission; a != nil {
+			ac, work = *a, s.queued
+		}
+		hs, err := httpx.NewServer(httpx.ServerConfig{Config: ac})
+		if err != nil {
+			return nil, err
+		}
+		s.hs = hs
+		s.guarded = hs.Wrap(http.HandlerFunc(work))
+		s.retryAfter = strconv.FormatInt(int64(max(1, math.Ceil(ac.WithDefaults().RetryAfter.Seconds()))), 10)
 	}
 	if c := cfg.Call; c != nil {
 		r, err := retry.New(c.Policy)
@@ -115,7 +138,7 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.inSystem.Add(1)
 	defer s.inSystem.Add(-1)
 	if s.hs != nil {
-		st := &reqState{}
+		st := &reqState{attempt: attempt}
 		cw := &codeWriter{ResponseWriter: w}
 		s.guarded.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
 		if !st.ran {
@@ -128,13 +151,43 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if !s.pool.acquire(attempt) {
+	if s.pool.acquire(attempt, time.Time{}) != shed.None {
 		s.counts.shedAt(time.Now())
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
 	defer s.pool.release()
 	s.work(w, r)
+}
+
+// queued is the handler behind the gate of a service with an admission
+// of its own: the admitted request waits in the pool for a worker, as in
+// the simulator's run queue, then works. A request the pool refuses or
+// gives up is answered as the gate answers one its own queue gave up:
+// 504 if its deadline passed (dropped with expired_drop), else 503 with
+// the instance-overload signal and the gate's Retry-After.
+func (s *service) queued(w http.ResponseWriter, r *http.Request) {
+	st, _ := r.Context().Value(stateKey{}).(*reqState)
+	attempt := 1
+	if st != nil {
+		attempt = st.attempt
+	}
+	var dl time.Time
+	if s.cfg.ExpiredDrop {
+		dl, _ = r.Context().Deadline()
+	}
+	switch why := s.pool.acquire(attempt, dl); why {
+	case shed.None:
+		defer s.pool.release()
+		s.work(w, r)
+	case shed.Expired:
+		w.WriteHeader(http.StatusGatewayTimeout)
+	default:
+		h := w.Header()
+		h.Set(wire.HeaderOverload, wire.OverloadInstance.String())
+		h.Set(wire.HeaderRetryAfter, s.retryAfter)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
 }
 
 // work is the handler proper: the service time, then the app's call.
@@ -152,10 +205,15 @@ func (s *service) work(w http.ResponseWriter, r *http.Request) {
 		code = s.call(w, r)
 	}
 	now := time.Now()
-	s.counts.completedAt(now, r.Context().Err() == nil)
 	if code == http.StatusOK && s.failAt(now) {
 		code = http.StatusInternalServerError
 	}
+	// Counted by the gate's release rule, from the status it answers: its
+	// deadline (a defended service's context has the gate's) and whether its
+	// caller left.
+	ctx := r.Context()
+	dl, _ := ctx.Deadline()
+	s.counts.completedAt(now, admit.Classify(now, dl, ctx.Err() != nil, httpx.StatusOutcome(code)))
 	w.WriteHeader(code)
 	if code == http.StatusOK {
 		io.WriteString(w, "ok\n")
@@ -208,7 +266,7 @@ func (s *service) serviceTime(now time.Time) time.Duration {
 	d := sample(s.cfg.ServiceTime, s.rng)
 	s.rngMu.Unlock()
 	if sd := s.cfg.Slowdown; sd.Factor > 0 && sd.Queue > 0 {
-		q, _, _ := s.gauges()
+		q := s.runQueued()
 		d = time.Duration(float64(d) * (1 + sd.Factor*min(1, float64(q)/float64(sd.Queue))))
 	}
 	t := now.Sub(s.clk.start)
@@ -238,18 +296,36 @@ func (s *service) failAt(now time.Time) bool {
 	return s.rng.Float64() < p
 }
 
-// gauges returns the requests queued, the workers busy and the adaptive
-// concurrency limit (0 without a limiter, as the simulator reports it).
+// gauges returns the requests queued (in the gate's queue and the
+// pool's, as the simulator counts a replica's), the workers busy and the
+// adaptive concurrency limit (0 without a limiter, as the simulator
+// reports it).
 func (s *service) gauges() (queued, busy, lim int) {
+	if s.pool != nil {
+		queued, busy = s.pool.gauges()
+	}
 	if s.hs != nil {
 		st := s.hs.Stats()
-		if s.cfg.Limiter != nil {
+		queued += st.Queued
+		if s.pool == nil {
+			busy = st.InFlight
+		}
+		if s.cfg.Admission != nil {
 			lim = st.Limit
 		}
-		return st.Queued, st.InFlight, lim
 	}
-	q, b := s.pool.gauges()
-	return q, b, 0
+	return queued, busy, lim
+}
+
+// runQueued returns the requests waiting for a worker: in the pool, or
+// in the gate's queue when the gate stands for the pool. The slowdown
+// grows with it, as the simulator's with its run queue.
+func (s *service) runQueued() int {
+	if s.pool != nil {
+		q, _ := s.pool.gauges()
+		return q
+	}
+	return s.hs.Stats().Queued
 }
 
 // sampleGauges records the gauges at the end of every bin until ctx is
@@ -303,7 +379,7 @@ func (w *codeWriter) Write(b []byte) (int, error) {
 func (w *codeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // sample draws a duration from d, as the simulator does.
-func sample(d sim.Dist, r *rand.Rand) time.Duration {
+func sample(d scenario.Dist, r *rand.Rand) time.Duration {
 	switch d.Kind {
 	case "exponential":
 		return time.Duration(r.ExpFloat64() * float64(d.Mean))

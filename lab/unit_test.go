@@ -17,6 +17,8 @@ import (
 	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 func TestOutcomesCheck(t *testing.T) {
@@ -109,38 +111,38 @@ func TestNewPlanDefault(t *testing.T) {
 }
 
 func TestNewPlanRejects(t *testing.T) {
-	base := func() sim.Scenario { return quickScenario(10*time.Second, "hold") }
+	base := func() scenario.Scenario { return quickScenario(10*time.Second, "hold") }
 	tests := []struct {
 		name   string
-		change func(*sim.Scenario)
+		change func(*scenario.Scenario)
 		want   string
 	}{
-		{"two clients", func(s *sim.Scenario) {
-			s.Clients = append(s.Clients, sim.Client{Name: "more", Target: "db", Arrivals: sim.Arrivals{Rate: 1}})
+		{"two clients", func(s *scenario.Scenario) {
+			s.Clients = append(s.Clients, scenario.Client{Name: "more", Target: "db", Arrivals: scenario.Arrivals{Rate: 1}})
 		}, "one client"},
-		{"closed loop", func(s *sim.Scenario) {
-			s.Clients[0].Arrivals = sim.Arrivals{Kind: "closed", Users: 3, Think: sim.Dist{Mean: time.Second}}
+		{"closed loop", func(s *scenario.Scenario) {
+			s.Clients[0].Arrivals = scenario.Arrivals{Kind: "closed", Users: 3, Think: scenario.Dist{Mean: time.Second}}
 		}, "poisson or constant"},
-		{"too fast", func(s *sim.Scenario) { s.Clients[0].Arrivals.Rate = 1e5 }, "more than the lab sends"},
-		{"pause", func(s *sim.Scenario) {
-			s.Triggers = append(s.Triggers, sim.Trigger{Kind: "pause", Target: "db", At: time.Second, Duration: time.Second})
+		{"too fast", func(s *scenario.Scenario) { s.Clients[0].Arrivals.Rate = 1e5 }, "more than the lab sends"},
+		{"pause", func(s *scenario.Scenario) {
+			s.Triggers = append(s.Triggers, scenario.Trigger{Kind: "pause", Target: "db", At: time.Second, Duration: time.Second})
 		}, "cannot pause"},
-		{"three tiers", func(s *sim.Scenario) {
-			s.Services = []sim.Service{
-				{Name: "db", Workers: 2, Calls: []sim.Call{{Service: "x"}}},
-				{Name: "x", Workers: 2, Calls: []sim.Call{{Service: "y"}}},
+		{"three tiers", func(s *scenario.Scenario) {
+			s.Services = []scenario.Service{
+				{Name: "db", Workers: 2, Calls: []scenario.Call{{Service: "x"}}},
+				{Name: "x", Workers: 2, Calls: []scenario.Call{{Service: "y"}}},
 				{Name: "y", Workers: 2},
 			}
 			s.Triggers = nil
 		}, "makes no calls"},
-		{"too long", func(s *sim.Scenario) { s.Duration = time.Hour }, "longer than the lab runs"},
-		{"fleet budget", func(s *sim.Scenario) {
-			s.Clients[0].Policy = sim.PolicySpec{Preset: "stormguard", Policy: must(retry.Preset("stormguard"))}
+		{"too long", func(s *scenario.Scenario) { s.Duration = time.Hour }, "longer than the lab runs"},
+		{"fleet budget", func(s *scenario.Scenario) {
+			s.Clients[0].Policy = scenario.PolicySpec{Preset: "stormguard", Policy: must(retry.Preset("stormguard"))}
 			s.Clients[0].Processes = 2
-			s.Clients[0].Fleet = &sim.FleetSpec{}
+			s.Clients[0].Fleet = &scenario.FleetSpec{}
 		}, "fleet"},
-		{"tick capacity", func(s *sim.Scenario) {
-			s.Services[0].Capacity = &sim.TickCapacity{PerTick: 1, Tick: time.Second}
+		{"tick capacity", func(s *scenario.Scenario) {
+			s.Services[0].Capacity = &scenario.TickCapacity{PerTick: 1, Tick: time.Second}
 		}, "capacity per tick"},
 	}
 	for _, tt := range tests {
@@ -163,9 +165,9 @@ func TestNewPlanRejects(t *testing.T) {
 // and the simulated demand are the same, bin by bin.
 func TestArrivalsAreTheSimulators(t *testing.T) {
 	sc := quickScenario(20*time.Second, "")
-	sc.Clients[0].Arrivals.Schedule = []sim.RatePoint{{At: 5 * time.Second, Rate: 300}, {At: 10 * time.Second, Rate: 0},
+	sc.Clients[0].Arrivals.Schedule = []scenario.RatePoint{{At: 5 * time.Second, Rate: 300}, {At: 10 * time.Second, Rate: 0},
 		{At: 12 * time.Second, Rate: 200, Ramp: true}, {At: 15 * time.Second, Rate: 50}}
-	sc.Triggers = []sim.Trigger{{Kind: "load", At: 16 * time.Second, Duration: 2 * time.Second, Factor: 3}}
+	sc.Triggers = []scenario.Trigger{{Kind: "load", At: 16 * time.Second, Duration: 2 * time.Second, Factor: 3}}
 	for _, kind := range []string{"poisson", "constant"} {
 		sc.Clients[0].Arrivals.Kind = kind
 		p, err := NewPlan(sc)
@@ -207,7 +209,7 @@ func TestRolesInProcess(t *testing.T) {
 					Result: filepath.Join(dir, fmt.Sprintf("%s-%v.json", role, defended))}
 			}
 			back := ServiceConfig{Common: common(RoleBackend), Workers: 2, Defended: defended,
-				ServiceTime: sim.Dist{Kind: "constant", Mean: 5 * time.Millisecond}, Queue: sim.QueueSpec{Discipline: "fifo"}}
+				ServiceTime: scenario.Dist{Kind: "constant", Mean: 5 * time.Millisecond}, Queue: scenario.QueueSpec{Discipline: "fifo"}.ShedConfig(0)}
 			br := startRole(t, RoleBackend, back, dir)
 			naive, _ := retry.Preset("naive")
 			naive.AttemptTimeout = hostspeed.Scale(time.Second)
@@ -262,8 +264,8 @@ func TestCompare(t *testing.T) {
 		t.Errorf("a run against itself: %+v", c)
 	}
 	b := a
-	b.Clients = []sim.ClientSeries{a.Clients[0]}
-	b.Clients[0].Bins = append([]sim.ClientBin(nil), a.Clients[0].Bins...)
+	b.Clients = []result.ClientSeries{a.Clients[0]}
+	b.Clients[0].Bins = append([]result.ClientBin(nil), a.Clients[0].Bins...)
 	for i := range b.Clients[0].Bins {
 		b.Clients[0].Bins[i].Goodput = 0
 	}
@@ -289,7 +291,7 @@ func TestWriteReport(t *testing.T) {
 		rr := RunResult{Result: s, Outcomes: Outcomes{Sent: 1, Succeeded: 1}, Host: Host{Reason: "host ok: timers 0.5 ms late at p99, service time 1.00× nominal"}}
 		if i == 1 { // the second run's host was starved
 			rr.Host = Host{Starved: true, Reason: "host starved: timers 38 ms late at p99, service time 2.10× nominal"}
-			markInconclusive(&rr)
+			rr.MarkInconclusive()
 		}
 		out.Add(rr, s)
 	}

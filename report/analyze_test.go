@@ -10,13 +10,13 @@ import (
 	"testing"
 
 	"github.com/stormguard/stormguard/analyze"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // analyzeExample analyses examples/NAME.yaml.
 func analyzeExample(t *testing.T, name string) analyze.Report {
 	t.Helper()
-	f, err := sim.Load(filepath.Join("..", "examples", name+".yaml"))
+	f, err := scenario.Load(filepath.Join("..", "examples", name+".yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

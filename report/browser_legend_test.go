@@ -19,6 +19,8 @@ import (
 	"github.com/stormguard/stormguard/analyze"
 	"github.com/stormguard/stormguard/examples"
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 	"github.com/stormguard/stormguard/sweep"
 )
 
@@ -27,13 +29,13 @@ import (
 // replicas and a runbook action, so that the chart marks both), the sweep
 // report of a small sweep of it (its four charts) and its analyze report
 // (three charts). It returns the report directories and the runs.
-func browserReports(t *testing.T, dir string) (simDir, sweepDir, analyzeDir string, runs []sim.Result) {
+func browserReports(t *testing.T, dir string) (simDir, sweepDir, analyzeDir string, runs []result.Result) {
 	t.Helper()
-	f, err := sim.Parse(examples.DefaultName, examples.Default())
+	f, err := scenario.Parse(examples.DefaultName, examples.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := sim.Output{Scenario: f.Base.Name, Description: f.Base.Description}
+	out := result.Output{Scenario: f.Base.Name, Description: f.Base.Description}
 	for i, r := range f.Runs {
 		s := r.Scenario
 		s.Duration = 40 * time.Second
@@ -42,7 +44,7 @@ func browserReports(t *testing.T, dir string) (simDir, sweepDir, analyzeDir stri
 			// half the workers each, and an operator who turns retries off.
 			s.Services = slices.Clone(s.Services)
 			s.Services[0].Replicas, s.Services[0].Workers = 2, max(1, s.Services[0].Workers/2)
-			s.Actions = []sim.Action{{At: 25 * time.Second, Kind: "retries-off", Target: s.Clients[0].Name}}
+			s.Actions = []scenario.Action{{At: 25 * time.Second, Kind: "retries-off", Target: s.Clients[0].Name}}
 		}
 		res, err := sim.Run(t.Context(), s, r.Name, nil)
 		if err != nil {

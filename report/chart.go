@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"html"
 	"image/color"
+	"iter"
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -17,7 +19,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // palette gives every quantity one colour, the same in every chart and in
@@ -74,17 +76,70 @@ const (
 	legendWidth = 2.3 * vg.Inch
 )
 
+// layout is how the charts of one scenario's runs are drawn alike: the
+// clients that get a panel of their own (a client whose peak demand, over
+// every run, is under a tenth of the largest client's would be flattened
+// against it), and each panel's y maximum, shared by every run so that
+// runs compare by eye. A zero layout draws one run on its own scales.
+type layout struct {
+	own map[string]bool
+	top map[string]float64
+}
+
+// smallShare: a client whose peak demand is under this share of the
+// largest client's gets a panel of its own.
+const smallShare = 0.1
+
+// newLayout lays out the charts of runs.
+func newLayout(runs []result.Result) (layout, error) {
+	peak := map[string]float64{}
+	most := 0.0
+	for _, r := range runs {
+		for _, c := range r.Clients {
+			for b := range c.Each() {
+				peak[c.Name] = math.Max(peak[c.Name], finite(b.Demand))
+				most = math.Max(most, finite(b.Demand))
+			}
+		}
+	}
+	l := layout{own: map[string]bool{}, top: map[string]float64{}}
+	for name, p := range peak {
+		if p < smallShare*most {
+			l.own[name] = true
+		}
+	}
+	var top = map[string]float64{}
+	for _, r := range runs {
+		plots, _, keys, err := panels(r, layout{own: l.own})
+		if err != nil {
+			return l, err
+		}
+		for i, p := range plots {
+			top[keys[i]] = math.Max(top[keys[i]], p.Y.Max)
+		}
+	}
+	l.top = top
+	return l, nil
+}
+
 // chart draws a run as stacked panels that share the time axis: (a) client
-// demand and goodput, (b) per service offered load, throughput, goodput and
-// waste, and the replicas serving when their number is not always one,
-// (c) queue lengths; trigger windows shaded, runbook actions as vertical
-// lines (labelled on the top panel), verdict in the title.
-func chart(r sim.Result) (png, svg []byte, err error) {
+// demand and goodput (a small client in a panel of its own), (b) per
+// service offered load, throughput, goodput and waste, and the replicas
+// serving when their number is not always one, (c) queue lengths; trigger
+// windows shaded, runbook actions as vertical lines (labelled on the top
+// panel), verdict in the title. Each panel's y range is l's, shared with
+// the other runs of the scenario.
+func chart(r result.Result, l layout) (png, svg []byte, err error) {
 	rows := 2 + len(r.Services)
+	for _, c := range r.Clients {
+		if l.own[c.Name] {
+			rows++
+		}
+	}
 	h := vg.Length(rows)*panelHeight + 0.4*vg.Inch
 
 	img := vgimg.New(figWidth, h)
-	if err := render(draw.New(img), r); err != nil {
+	if err := render(draw.New(img), r, l); err != nil {
 		return nil, nil, err
 	}
 	var pb bytes.Buffer
@@ -92,7 +147,7 @@ func chart(r sim.Result) (png, svg []byte, err error) {
 		return nil, nil, err
 	}
 	sc := vgsvg.New(figWidth, h)
-	if err := render(draw.New(sc), r); err != nil {
+	if err := render(draw.New(sc), r, l); err != nil {
 		return nil, nil, err
 	}
 	var sb bytes.Buffer
@@ -149,8 +204,8 @@ var svgFontStacks = [...][2]string{
 }
 
 // render draws the panels into dc, with each panel's legend to its right.
-func render(dc draw.Canvas, r sim.Result) error {
-	plots, legends, err := panels(r)
+func render(dc draw.Canvas, r result.Result, l layout) error {
+	plots, legends, _, err := panels(r, l)
 	if err != nil {
 		return err
 	}
@@ -174,67 +229,101 @@ func render(dc draw.Canvas, r sim.Result) error {
 	return nil
 }
 
-// panels builds the plots of a run and their legends, top to bottom.
-func panels(r sim.Result) ([]*plot.Plot, []plot.Legend, error) {
+// panels builds the plots of a run and their legends, top to bottom, and
+// each panel's key in the layout ("clients", "client NAME", "service
+// NAME", "queue"); a panel whose key l holds a maximum for takes it.
+func panels(r result.Result, l layout) ([]*plot.Plot, []plot.Legend, []string, error) {
 	var plots []*plot.Plot
 	var legends []plot.Legend
-	add := func(ylabel string, lines []line, withTrigger bool) error {
-		p, l, err := panel(r, ylabel, lines, withTrigger)
-		plots, legends = append(plots, p), append(legends, l)
+	var keys []string
+	add := func(key, ylabel string, lines []line, withTrigger bool) error {
+		p, lg, err := panel(r, ylabel, lines, withTrigger)
+		if top := l.top[key]; top > p.Y.Max {
+			p.Y.Max = top
+		}
+		plots, legends, keys = append(plots, p), append(legends, lg), append(keys, key)
 		return err
 	}
-	var clients []line
-	for i, c := range r.Clients {
-		prefix := prefixFor(c.Name, len(r.Clients))
-		clients = append(clients,
-			line{"demand", prefix + "demand", i, clientSeries(c, func(b sim.ClientBin) float64 { return b.Demand })},
-			line{"goodput", prefix + "goodput", i, clientSeries(c, func(b sim.ClientBin) float64 { return b.Goodput })})
+	clientLines := func(cs []result.ClientSeries, n int) []line {
+		var ls []line
+		for i, c := range cs {
+			prefix := prefixFor(c.Name, n)
+			ls = append(ls,
+				line{"demand", prefix + "demand", i, clientSeries(c, func(b result.ClientBin) float64 { return b.Demand })},
+				line{"goodput", prefix + "goodput", i, clientSeries(c, func(b result.ClientBin) float64 { return b.Goodput })})
+		}
+		return ls
+	}
+	var big, small []result.ClientSeries
+	for _, c := range r.Clients {
+		if l.own[c.Name] {
+			small = append(small, c)
+		} else {
+			big = append(big, c)
+		}
 	}
 	ylabel := "requests/s"
-	if len(r.Clients) == 1 {
-		ylabel = r.Clients[0].Name + ": requests/s"
+	if len(big) == 1 {
+		ylabel = big[0].Name + ": requests/s"
 	}
-	if err := add(ylabel, clients, true); err != nil {
-		return nil, nil, err
+	if err := add("clients", ylabel, clientLines(big, len(big)), true); err != nil {
+		return nil, nil, nil, err
 	}
 	plots[0].Title.Text = title(r)
+	for _, c := range small {
+		if err := add("client "+c.Name, c.Name+": requests/s (own scale)", clientLines([]result.ClientSeries{c}, 1), len(big) == 0); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 
 	var queues []line
 	for i, v := range r.Services {
-		f := func(get func(sim.ServiceBin) float64) plotter.XYs { return serviceSeries(v, get) }
+		f := func(get func(result.ServiceBin) float64) plotter.XYs { return serviceSeries(v, get) }
 		ls := []line{
-			{"offered_first", "offered: first tries", 0, f(func(b sim.ServiceBin) float64 { return b.OfferedFirst })},
-			{"offered_retries", "offered: retries", 0, f(func(b sim.ServiceBin) float64 { return b.OfferedRetries })},
-			{"throughput", "throughput", 0, f(func(b sim.ServiceBin) float64 { return b.Throughput })},
-			{"goodput", "goodput", 0, f(func(b sim.ServiceBin) float64 { return b.Goodput })},
-			{"wasted", "wasted", 0, f(func(b sim.ServiceBin) float64 { return b.Wasted })},
+			{"offered_first", "offered: first tries", 0, f(func(b result.ServiceBin) float64 { return b.OfferedFirst })},
+			{"offered_retries", "offered: retries", 0, f(func(b result.ServiceBin) float64 { return b.OfferedRetries })},
+			{"throughput", "throughput", 0, f(func(b result.ServiceBin) float64 { return b.Throughput })},
+			{"goodput", "goodput", 0, f(func(b result.ServiceBin) float64 { return b.Goodput })},
+			{"wasted", "wasted", 0, f(func(b result.ServiceBin) float64 { return b.Wasted })},
 		}
-		if shed := f(func(b sim.ServiceBin) float64 { return b.Shed }); nonZero(shed) {
+		if shed := f(func(b result.ServiceBin) float64 { return b.Shed }); nonZero(shed) {
 			ls = append(ls, line{"shed", "shed", 0, shed})
 		}
-		if exp := f(func(b sim.ServiceBin) float64 { return b.Expired }); nonZero(exp) {
+		if exp := f(func(b result.ServiceBin) float64 { return b.Expired }); nonZero(exp) {
 			ls = append(ls, line{"expired", "expired, dropped", 1, exp})
 		}
-		if err := add(v.Name+": attempts/s", ls, false); err != nil {
-			return nil, nil, err
+		if err := add("service "+v.Name, v.Name+": attempts/s", ls, false); err != nil {
+			return nil, nil, nil, err
 		}
-		if up := f(func(b sim.ServiceBin) float64 { return b.ReplicasUp }); showReplicas(up) {
+		if up := f(func(b result.ServiceBin) float64 { return b.ReplicasUp }); showReplicas(up) {
 			rs := replicaSteps{xys: up, bin: r.BinS}
 			plots[len(plots)-1].Add(rs)
 			legends[len(legends)-1].Add("replicas serving (right scale)", rs)
 		}
 		prefix := prefixFor(v.Name, len(r.Services))
-		queues = append(queues, line{"queue", prefix + "queue", i, f(func(b sim.ServiceBin) float64 { return b.Queue })})
-		if lim := f(func(b sim.ServiceBin) float64 { return b.Limit }); nonZero(lim) {
+		q := f(func(b result.ServiceBin) float64 { return b.Queue })
+		// The peak in the legend: a short queue drawn on the scale of
+		// another run's long one still shows its size.
+		queues = append(queues, line{"queue", fmt.Sprintf("%squeue (peak %s)", prefix, strconv.FormatFloat(peakOf(q), 'f', -1, 64)), i, q})
+		if lim := f(func(b result.ServiceBin) float64 { return b.Limit }); nonZero(lim) {
 			queues = append(queues, line{"limit", prefix + "concurrency limit", 1 + i, lim})
 		}
 	}
-	if err := add("queue (requests)", queues, false); err != nil {
-		return nil, nil, err
+	if err := add("queue", "queue (requests)", queues, false); err != nil {
+		return nil, nil, nil, err
 	}
 	last := plots[len(plots)-1]
 	last.X.Label.Text = "time (s)"
-	return plots, legends, nil
+	return plots, legends, keys, nil
+}
+
+// peakOf is the largest y of xys, rounded to a whole number.
+func peakOf(xys plotter.XYs) float64 {
+	m := 0.0
+	for _, xy := range xys {
+		m = math.Max(m, xy.Y)
+	}
+	return math.Round(m)
 }
 
 // line is one series of a panel: its palette key, legend label and dash.
@@ -245,7 +334,7 @@ type line struct {
 }
 
 // panel makes one plot with its lines over the run's time span, y from 0.
-func panel(r sim.Result, ylabel string, lines []line, withTrigger bool) (*plot.Plot, plot.Legend, error) {
+func panel(r result.Result, ylabel string, lines []line, withTrigger bool) (*plot.Plot, plot.Legend, error) {
 	p := plot.New()
 	p.Title.TextStyle.Font.Size = vg.Points(14)
 	p.Y.Label.Text = ylabel
@@ -288,39 +377,29 @@ func panel(r sim.Result, ylabel string, lines []line, withTrigger bool) (*plot.P
 }
 
 // title names the run and its verdict.
-func title(r sim.Result) string {
-	s := Summarize(r)
-	switch {
-	case s.Verdict == "metastable":
-		return fmt.Sprintf("%s: metastable, goodput never recovered after the trigger", r.Name)
-	case s.Verdict == "recovered" && s.RecoveryS != nil && fromCollapse(r):
-		return fmt.Sprintf("%s: recovered %.1f s after the collapse began", r.Name, *s.RecoveryS)
-	case s.Verdict == "recovered" && s.RecoveryS != nil:
-		return fmt.Sprintf("%s: recovered %.1f s after the trigger", r.Name, *s.RecoveryS)
-	case s.Verdict == "":
-		return r.Name
-	}
-	return r.Name + ": " + s.Verdict
-}
+func title(r result.Result) string { return RunTitle(r) }
 
-// fromCollapse reports whether a recovered run's recovery_s surely counts
-// from the start of its collapse, not from the end of its last trigger
-// (see sim.Result): there is no trigger, the collapse began more than a
-// bin after the trigger ended, or counting from that end would put the
-// recovery after the end of the run (it came back while the trigger
-// lasted: a runbook's doing).
-func fromCollapse(r sim.Result) bool {
-	end := math.Inf(-1)
-	for _, t := range r.TriggerS {
-		end = math.Max(end, t[1])
-	}
+// RunTitle is a run's chart title: its name, verdict and recovery as the
+// table says them, and the client or service that decided the verdict:
+// "naive: metastable, never recovered (client app)", "stormguard:
+// recovered 0.0 s after the trigger (client app)".
+func RunTitle(r result.Result) string {
+	s := Summarize(r)
+	t := r.Name
 	switch {
-	case r.CollapseS == nil || r.RecoveryS == nil:
-		return false
-	case math.IsInf(end, -1):
-		return true
+	case s.Verdict == "":
+		return t
+	case s.Verdict == result.Recovered:
+		t += ": recovered " + s.RecoveryText()
+	case s.Verdict == result.Metastable:
+		t += ": metastable, never recovered"
+	default:
+		t += ": " + s.Verdict
 	}
-	return *r.CollapseS > end+r.BinS || end+*r.RecoveryS > r.DurationS+1e-9
+	if by := strings.Replace(strings.Replace(r.DecidedBy, "clients.", "client ", 1), "services.", "service ", 1); by != "" {
+		t += " (" + by + ")"
+	}
+	return t
 }
 
 func prefixFor(name string, n int) string {
@@ -330,18 +409,45 @@ func prefixFor(name string, n int) string {
 	return ""
 }
 
-func clientSeries(c sim.ClientSeries, get func(sim.ClientBin) float64) plotter.XYs {
-	xys := make(plotter.XYs, len(c.Bins))
-	for i, b := range c.Bins {
-		xys[i] = plotter.XY{X: finite(b.T), Y: finite(get(b))}
-	}
-	return xys
+// maxChartPoints is the most points a chart's line has. A line of a
+// longer series (a run of more than 2,000 bins) is drawn through the means
+// of runs of consecutive bins, ⌈bins / 2,000⌉ of them each (the last run
+// may be shorter), each at its first bin's time: a long run's chart is its
+// series averaged to the chart's resolution, which holds a few hundred
+// kilobytes of points however long the run (the series themselves, in the
+// CSV and summary.json, are whole).
+const maxChartPoints = 2000
+
+func clientSeries(c result.ClientSeries, get func(result.ClientBin) float64) plotter.XYs {
+	return points(c.Each(), func(b result.ClientBin) float64 { return b.T }, get)
 }
 
-func serviceSeries(v sim.ServiceSeries, get func(sim.ServiceBin) float64) plotter.XYs {
-	xys := make(plotter.XYs, len(v.Bins))
-	for i, b := range v.Bins {
-		xys[i] = plotter.XY{X: finite(b.T), Y: finite(get(b))}
+func serviceSeries(v result.ServiceSeries, get func(result.ServiceBin) float64) plotter.XYs {
+	return points(v.Each(), func(b result.ServiceBin) float64 { return b.T }, get)
+}
+
+// points returns a line's points, x and y of each bin of seq, or of each
+// run of bins when there are more than maxChartPoints (see there).
+func points[T any](seq iter.Seq[T], x, y func(T) float64) plotter.XYs {
+	n := 0
+	for range seq {
+		n++
+	}
+	k := (n + maxChartPoints - 1) / maxChartPoints
+	xys := make(plotter.XYs, 0, (n+max(k, 1)-1)/max(k, 1))
+	var sum float64
+	var in int
+	for b := range seq {
+		if in == 0 {
+			xys = append(xys, plotter.XY{X: finite(x(b))})
+		}
+		sum += finite(y(b))
+		if in++; in == k {
+			xys[len(xys)-1].Y, sum, in = sum/float64(k), 0, 0
+		}
+	}
+	if in > 0 {
+		xys[len(xys)-1].Y = sum / float64(in)
 	}
 	return xys
 }
@@ -395,7 +501,7 @@ func (shade) Thumbnail(c *draw.Canvas) {
 // every series), each labelled with its label along the line when labels
 // is set (the top panel).
 type actionMarks struct {
-	marks  []sim.ActionMark
+	marks  []result.ActionMark
 	labels bool
 }
 

@@ -3,9 +3,10 @@ package report
 import (
 	"encoding/csv"
 	"io"
+	"iter"
 	"strconv"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // Column suffixes of the CSV, after the client's or the service's name.
@@ -16,9 +17,9 @@ var (
 
 // writeCSV writes one row per time bin: t (the bin's start, seconds), then
 // for every client NAME.demand … NAME.budget and for every service
-// NAME.offered_first … NAME.limit, in the units of sim.ClientBin and
-// sim.ServiceBin. A series shorter than the others leaves its cells empty.
-func writeCSV(w io.Writer, r sim.Result) error {
+// NAME.offered_first … NAME.limit, in the units of result.ClientBin and
+// result.ServiceBin. A series shorter than the others leaves its cells empty.
+func writeCSV(w io.Writer, r result.Result) error {
 	header := []string{"t"}
 	for _, c := range r.Clients {
 		for _, col := range clientColumns {
@@ -34,34 +35,45 @@ func writeCSV(w io.Writer, r sim.Result) error {
 	if err := cw.Write(header); err != nil {
 		return err
 	}
-	rows := 0
-	for _, c := range r.Clients {
-		rows = max(rows, len(c.Bins))
+	// The series side by side, a bin of each at a time (a series may
+	// stream from a spool: see result.ClientSeries).
+	var clients []func() (result.ClientBin, bool)
+	for i := range r.Clients {
+		next, stop := iter.Pull(r.Clients[i].Each())
+		defer stop()
+		clients = append(clients, next)
 	}
-	for _, v := range r.Services {
-		rows = max(rows, len(v.Bins))
+	var services []func() (result.ServiceBin, bool)
+	for i := range r.Services {
+		next, stop := iter.Pull(r.Services[i].Each())
+		defer stop()
+		services = append(services, next)
 	}
 	row := make([]string, len(header))
-	for i := range rows {
+	for i := 0; ; i++ {
 		row = row[:0]
 		row = append(row, num(float64(i)*r.BinS))
-		for _, c := range r.Clients {
-			if i < len(c.Bins) {
-				b := c.Bins[i]
+		more := false
+		for _, next := range clients {
+			if b, ok := next(); ok {
 				row[0] = num(b.T)
 				row = appendNums(row, b.Demand, b.Goodput, b.GaveUp.Sum(), b.LatencyP50, b.LatencyP99, b.Budget)
+				more = true
 			} else {
 				row = append(row, make([]string, len(clientColumns))...)
 			}
 		}
-		for _, v := range r.Services {
-			if i < len(v.Bins) {
-				b := v.Bins[i]
+		for _, next := range services {
+			if b, ok := next(); ok {
 				row[0] = num(b.T)
 				row = appendNums(row, b.OfferedFirst, b.OfferedRetries, b.Throughput, b.Goodput, b.Wasted, b.Shed, b.Expired, b.Queue, b.Limit)
+				more = true
 			} else {
 				row = append(row, make([]string, len(serviceColumns))...)
 			}
+		}
+		if !more {
+			break
 		}
 		if err := cw.Write(row); err != nil {
 			return err

@@ -16,50 +16,50 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // synthetic builds a run by hand: demand 100/s, goodput that drops during
 // the trigger [3, 5) s and comes back after recoverAt (never if < 0).
-func synthetic(name, verdict string, recoverAt float64) sim.Result {
+func synthetic(name, verdict string, recoverAt float64) result.Result {
 	const bins = 10
-	r := sim.Result{Name: name, Verdict: verdict, Why: "made up for the test", Seed: 1, BinS: 1, DurationS: bins,
+	r := result.Result{Name: name, Judgement: result.Judgement{Verdict: verdict, Why: "made up for the test"}, Seed: 1, BinS: 1, DurationS: bins,
 		TriggerS: [][2]float64{{3, 5}}}
 	if recoverAt >= 0 {
 		rec := recoverAt - 5
-		r.RecoveryS = &rec
+		r.RecoveryS, r.RecoveryFrom = &rec, "trigger"
 	}
-	c := sim.ClientSeries{Name: "app"}
-	v := sim.ServiceSeries{Name: "db"}
+	c := result.ClientSeries{Name: "app"}
+	v := result.ServiceSeries{Name: "db"}
 	for i := range bins {
 		t := float64(i)
 		good := 100.0
 		if t >= 3 && (recoverAt < 0 || t < recoverAt) {
 			good = 0
 		}
-		c.Bins = append(c.Bins, sim.ClientBin{T: t, Demand: 100, Goodput: good, LatencyP50: 0.05, LatencyP99: 0.2, Budget: -1,
-			GaveUp: sim.GiveUps{Attempts: 100 - good}})
-		v.Bins = append(v.Bins, sim.ServiceBin{T: t, OfferedFirst: 100, OfferedRetries: 200 - 2*good, Throughput: 150,
+		c.Bins = append(c.Bins, result.ClientBin{T: t, Demand: 100, Goodput: good, LatencyP50: 0.05, LatencyP99: 0.2, Budget: -1,
+			GaveUp: result.GiveUps{Attempts: 100 - good}})
+		v.Bins = append(v.Bins, result.ServiceBin{T: t, OfferedFirst: 100, OfferedRetries: 200 - 2*good, Throughput: 150,
 			Goodput: good, Wasted: 150 - good, Queue: 300 - 3*good, Shed: 1})
 	}
-	c.Total = sim.ClientTotal{Requests: 1000, Succeeded: 600, Failed: 400, Attempts: 2000, Retries: 1000,
-		GaveUp: sim.GiveUps{Attempts: 300, Budget: 100}}
-	v.Total = sim.ServiceTotal{Arrived: 2000, Completed: 1500, Goodput: 600, Wasted: 900, Shed: 500}
-	r.Clients = []sim.ClientSeries{c}
-	r.Services = []sim.ServiceSeries{v}
+	c.Total = result.ClientTotal{Requests: 1000, Succeeded: 600, Failed: 400, Attempts: 2000, Retries: 1000,
+		GaveUp: result.GiveUps{Attempts: 300, Budget: 100}}
+	v.Total = result.ServiceTotal{Arrived: 2000, Completed: 1500, Goodput: 600, Wasted: 900, Shed: 500}
+	r.Clients = []result.ClientSeries{c}
+	r.Services = []result.ServiceSeries{v}
 	return r
 }
 
 func TestWriteSim(t *testing.T) {
 	dir := t.TempDir()
-	out := sim.Output{Scenario: "toy", Runs: []sim.Result{
+	out := result.Output{Scenario: "toy", Runs: []result.Result{
 		synthetic("naive/rate=100", "metastable", -1),
 		synthetic("stormguard/rate=100", "recovered", 7),
 	}}
 	if err := WriteSim(dir, out); err != nil {
 		t.Fatal(err)
 	}
-	var back sim.Output
+	var back result.Output
 	readJSON(t, filepath.Join(dir, "summary.json"), &back)
 	if back.Scenario != "toy" || len(back.Runs) != 2 || back.Runs[1].Verdict != "recovered" {
 		t.Errorf("summary.json = %+v", back)
@@ -169,7 +169,7 @@ func TestSummarize(t *testing.T) {
 	if s.GaveUp != 400 || s.TopReason != "attempts" || s.GaveUpText() != "400 (attempts)" {
 		t.Errorf("gave up = %v %q %q", s.GaveUp, s.TopReason, s.GaveUpText())
 	}
-	if s.RecoveryText() != "2.0 s" {
+	if s.RecoveryText() != "2.0 s after the trigger" {
 		t.Errorf("recovery = %q", s.RecoveryText())
 	}
 	if m := Summarize(synthetic("m", "metastable", -1)); m.RecoveryText() != "never" || m.Healthy() {
@@ -194,9 +194,9 @@ func TestSummarizeRetriesAtEveryHop(t *testing.T) {
 		{"clients retry more than the service sees", 200, 100, 30, 10, 50},
 	}
 	for _, tt := range tests {
-		r := sim.Result{Name: tt.name, Verdict: "stable",
-			Clients:  []sim.ClientSeries{{Name: "users", Total: sim.ClientTotal{Attempts: tt.clientAttempts, Retries: tt.clientRetries}}},
-			Services: []sim.ServiceSeries{{Name: "backend", Bins: []sim.ServiceBin{{OfferedFirst: tt.serviceFirst, OfferedRetries: tt.retrys}, {OfferedFirst: tt.serviceFirst, OfferedRetries: tt.retrys}}}}}
+		r := result.Result{Name: tt.name, Judgement: result.Judgement{Verdict: "stable"},
+			Clients:  []result.ClientSeries{{Name: "users", Total: result.ClientTotal{Attempts: tt.clientAttempts, Retries: tt.clientRetries}}},
+			Services: []result.ServiceSeries{{Name: "backend", Bins: []result.ServiceBin{{OfferedFirst: tt.serviceFirst, OfferedRetries: tt.retrys}, {OfferedFirst: tt.serviceFirst, OfferedRetries: tt.retrys}}}}}
 		if got := Summarize(r).RetriesPct; got != tt.want {
 			t.Errorf("%s: RETRIES %v%%, want %v%%", tt.name, got, tt.want)
 		}
@@ -211,6 +211,13 @@ func TestAdvice(t *testing.T) {
 	early, right := rec, rec
 	early.Name, early.Relapsed, right.Name = "resume-too-early", true, "pause-capacity-resume"
 	runbooks := map[string][]string{"resume-too-early": {"actions: [resume, capacity]"}, "pause-capacity-resume": {"actions: [capacity, resume]"}}
+	fine, degraded := Summarize(synthetic("p=0", "stable", 0)), Summarize(synthetic("p=0.6", "degraded", -1))
+	faults := map[string][]string{"p=0": {"services.t1.error_rate: 0"}, "p=0.6": {"services.t1.error_rate: 0.6"}}
+	warm := fine
+	warm.Name = "warm"
+	cache := map[string][]string{"warm": {"triggers: []"}, "stormguard": {"clients.app.policy: stormguard"}}
+	inconclusive, unjudged := meta, meta
+	inconclusive.Name, inconclusive.Verdict, unjudged.Name, unjudged.Verdict = "lab", "inconclusive", "hour", "not judged"
 	tests := []struct {
 		name    string
 		runs    []Summary
@@ -218,13 +225,21 @@ func TestAdvice(t *testing.T) {
 		want    []string
 	}{
 		{"one fixes it", []Summary{meta, rec}, changes,
-			[]string{"naive stayed metastable", "stormguard recovered in 2.0 s", "clients.app.policy: stormguard, services.db.defenses: stormguard"}},
+			[]string{"naive stayed metastable", "stormguard recovered 2.0 s after the trigger", "clients.app.policy: stormguard, services.db.defenses: stormguard"}},
 		{"no changes known", []Summary{meta, rec}, nil, []string{"what differs between the two runs"}},
 		{"a relapse is not advised", []Summary{meta, early, right}, runbooks,
 			[]string{"while pause-capacity-resume recovered", "ship what it changes: actions: [capacity, resume]"}},
 		{"all metastable", []Summary{meta}, nil, []string{"Every run stayed metastable", "retries are 58%" /* at the service: 200 − 2 × goodput retries per 100 first tries */, "retry budget", "60% of the services' work"}},
 		{"all fine", []Summary{rec}, nil, []string{"Every run came through", "retries were 50%"}},
 		{"none", nil, nil, []string{"no runs"}},
+		// What a run does to the system is not advice: Paper 08's Sim A
+		// (error rates), hotos-cache (its warm run has no trigger).
+		{"only fault rates differ", []Summary{fine, degraded}, faults,
+			[]string{"p=0 stayed stable", "p=0.6 was degraded", "differ only in what the scenario does to the system (p=0.6: services.t1.error_rate: 0.6)", "Of the runs that ended down: retries are"}},
+		{"a trigger removed is not shipped", []Summary{warm, meta, rec}, cache,
+			[]string{"while stormguard recovered", "ship what it changes: clients.app.policy: stormguard."}},
+		{"runs not judged are named, not advised from", []Summary{rec, inconclusive, unjudged}, nil,
+			[]string{"Every run came through", "Not judged: lab (inconclusive), hour (not judged)", "run it again on a quieter one"}},
 	}
 	for _, tt := range tests {
 		got := Advice(tt.runs, tt.changes)
@@ -237,7 +252,7 @@ func TestAdvice(t *testing.T) {
 }
 
 func TestFileNames(t *testing.T) {
-	runs := []sim.Result{{Name: "a/b"}, {Name: "a_b"}, {Name: "../etc"}, {Name: ""}, {Name: "index"}, {Name: "x y=1"}}
+	runs := []result.Result{{Name: "a/b"}, {Name: "a_b"}, {Name: "../etc"}, {Name: ""}, {Name: "index"}, {Name: "x y=1"}}
 	got := FileNames(runs)
 	want := []string{"a_b", "a_b-2", "_etc", "run", "index-2", "x_y=1"}
 	if !slices.Equal(got, want) {
@@ -267,14 +282,14 @@ func readJSON(t *testing.T, path string, v any) {
 // are not always one, and only then.
 func TestChartMarksActionsAndReplicas(t *testing.T) {
 	r := synthetic("runbook", "recovered", 7)
-	r.Actions = []sim.ActionMark{{T: 4, Kind: "pause", Label: "pause membership requests"}, {T: 6, Kind: "replicas", Label: "add capacity"}}
+	r.Actions = []result.ActionMark{{T: 4, Kind: "pause", Label: "pause membership requests"}, {T: 6, Kind: "replicas", Label: "add capacity"}}
 	for i := range r.Services[0].Bins {
 		r.Services[0].Bins[i].ReplicasUp = 2
 		if i >= 6 {
 			r.Services[0].Bins[i].ReplicasUp = 6
 		}
 	}
-	_, svg, err := chart(r)
+	_, svg, err := chart(r, layout{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +304,7 @@ func TestChartMarksActionsAndReplicas(t *testing.T) {
 		t.Error("the actions' colour is the trigger's or the replicas'")
 	}
 	// One replica throughout, no actions: neither is drawn.
-	_, plain, err := chart(synthetic("plain", "recovered", 7))
+	_, plain, err := chart(synthetic("plain", "recovered", 7), layout{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +314,7 @@ func TestChartMarksActionsAndReplicas(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if err := WriteSim(dir, sim.Output{Scenario: "toy", Runs: []sim.Result{r}}); err != nil {
+	if err := WriteSim(dir, result.Output{Scenario: "toy", Runs: []result.Result{r}}); err != nil {
 		t.Fatal(err)
 	}
 	if page := readFile(t, filepath.Join(dir, "index.html")); !bytes.Contains(page, []byte("<code>4 s: pause membership requests</code>")) {
@@ -313,12 +328,13 @@ func TestChartTitle(t *testing.T) {
 	during := after
 	during.Name = "b"
 	during.TriggerS = [][2]float64{{3, 10}} // to the end: back while it lasted
+	during.RecoveryFrom = "collapse"
 	for _, c := range []struct {
-		r    sim.Result
+		r    result.Result
 		want string
 	}{
 		{after, "a: recovered 2.0 s after the trigger"},
-		{during, "b: recovered 2.0 s after the collapse began"},
+		{during, "b: recovered 2.0 s after the collapse"},
 	} {
 		if got := title(c.r); got != c.want {
 			t.Errorf("title %q, want %q", got, c.want)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // Summary is the handful of numbers that tell one run's story; the command
@@ -12,11 +12,13 @@ import (
 type Summary struct {
 	Name    string
 	Verdict string
-	// RecoveryS as in sim.Result: nil when the run never recovered.
-	RecoveryS *float64
-	Why       string
+	// RecoveryS as in result.Result: nil when the run never recovered;
+	// RecoveryFrom what it counts from (result.Result.RecoveryFrom).
+	RecoveryS    *float64
+	RecoveryFrom string
+	Why          string
 	// Relapsed: the run came back and collapsed again in the incident its
-	// verdict judged (sim.Result.FirstCollapseS before CollapseS).
+	// verdict judged (result.Result.FirstCollapseS before CollapseS).
 	Relapsed bool
 	// AfterS is when the "after" rates start: the end of the last trigger
 	// (0 without triggers, or when no bin starts after it).
@@ -35,19 +37,19 @@ type Summary struct {
 	WastedPct float64
 	// GaveUp counts requests that ended in failure; TopReason is the reason
 	// most of them stopped for (attempts, budget, deadline, not-retryable,
-	// server-stop or disabled: the fields of sim.GiveUps), TopCount how many.
+	// server-stop or disabled: the fields of result.GiveUps), TopCount how many.
 	GaveUp    float64
 	TopReason string
 	TopCount  float64
 }
 
 // reasonNames are the short names of the give-up reasons, in the order of
-// the fields of sim.GiveUps.
+// the fields of result.GiveUps.
 var reasonNames = [...]string{"attempts", "budget", "deadline", "not-retryable", "server-stop", "disabled", "declined", "breaker"}
 
 // Summarize computes a run's Summary from its Result.
-func Summarize(r sim.Result) Summary {
-	s := Summary{Name: r.Name, Verdict: r.Verdict, RecoveryS: r.RecoveryS, Why: r.Why,
+func Summarize(r result.Result) Summary {
+	s := Summary{Name: r.Name, Verdict: r.Verdict, RecoveryS: r.RecoveryS, RecoveryFrom: r.RecoveryFrom, Why: r.Why,
 		Relapsed: r.FirstCollapseS != nil && r.CollapseS != nil && *r.FirstCollapseS < *r.CollapseS}
 	for _, t := range r.TriggerS {
 		s.AfterS = max(s.AfterS, t[1])
@@ -55,7 +57,7 @@ func Summarize(r sim.Result) Summary {
 	var bins int
 	for _, c := range r.Clients {
 		n := 0
-		for _, b := range c.Bins {
+		for b := range c.Each() {
 			if b.T >= s.AfterS {
 				s.Demand += finite(b.Demand)
 				s.Goodput += finite(b.Goodput)
@@ -68,11 +70,13 @@ func Summarize(r sim.Result) Summary {
 		// The trigger lasts to the end: average over the whole run.
 		s.AfterS = 0
 		for _, c := range r.Clients {
-			for _, b := range c.Bins {
+			n := 0
+			for b := range c.Each() {
 				s.Demand += finite(b.Demand)
 				s.Goodput += finite(b.Goodput)
+				n++
 			}
-			bins = max(bins, len(c.Bins))
+			bins = max(bins, n)
 		}
 	}
 	if bins > 0 {
@@ -93,7 +97,7 @@ func Summarize(r sim.Result) Summary {
 	s.RetriesPct = pct(float64(retries), float64(attempts))
 	for _, v := range r.Services {
 		var first, again float64
-		for _, b := range v.Bins {
+		for b := range v.Each() {
 			first += finite(b.OfferedFirst)
 			again += finite(b.OfferedRetries)
 		}
@@ -114,18 +118,23 @@ func Summarize(r sim.Result) Summary {
 }
 
 // Healthy reports whether the run ended well: stable or recovered.
-func (s Summary) Healthy() bool { return s.Verdict == "stable" || s.Verdict == "recovered" }
+func (s Summary) Healthy() bool { return s.Verdict == result.Stable || s.Verdict == result.Recovered }
 
-// RecoveryText is the recovery time for people: "never" for a metastable
-// run, "-" when there was nothing to recover from, else seconds.
+// RecoveryText is the recovery time for people, with what it counts from:
+// "2.0 s after the trigger", "9.0 s after the collapse" (a collapse that
+// began after the trigger, or with none, or that ended while the trigger
+// lasted), "126.0 s after the first collapse" (a relapse); "never" for a
+// run that ended down, "-" when there was nothing to recover from or the
+// run was not judged.
 func (s Summary) RecoveryText() string {
 	switch {
+	case s.Verdict == result.Stable || !result.Judged(s.Verdict):
+		return "-"
 	case s.RecoveryS == nil:
 		return "never"
-	case s.Verdict == "stable":
-		return "-"
 	}
-	return fmt.Sprintf("%.1f s", *s.RecoveryS)
+	from := map[string]string{"trigger": " after the trigger", "collapse": " after the collapse", "first-collapse": " after the first collapse"}[s.RecoveryFrom]
+	return fmt.Sprintf("%.1f s%s", *s.RecoveryS, from)
 }
 
 // GaveUpText is the failed requests and their top reason: "2714 (budget)".
@@ -149,4 +158,67 @@ func finite(v float64) float64 {
 		return 0
 	}
 	return v
+}
+
+// Parts is the verdicts of every run's clients and services, as a table:
+// a column per client and service (in the order they first appear), a
+// row per run, "-" where a run has no such part.
+type Parts struct {
+	// Columns: "client NAME" or "service NAME".
+	Columns []string
+	Rows    []PartsRow
+}
+
+// PartsRow is one run's row of Parts.
+type PartsRow struct {
+	Run   string
+	Cells []string
+}
+
+// PartsTable builds the Parts of runs.
+func PartsTable(runs []result.Result) Parts {
+	var p Parts
+	col := map[string]int{}
+	add := func(name string) {
+		if _, ok := col[name]; !ok {
+			col[name] = len(p.Columns)
+			p.Columns = append(p.Columns, name)
+		}
+	}
+	for _, r := range runs {
+		for _, c := range r.Clients {
+			add("client " + c.Name)
+		}
+	}
+	for _, r := range runs {
+		for _, v := range r.Services {
+			add("service " + v.Name)
+		}
+	}
+	for _, r := range runs {
+		row := PartsRow{Run: r.Name, Cells: make([]string, len(p.Columns))}
+		for i := range row.Cells {
+			row.Cells[i] = "-"
+		}
+		for _, c := range r.Clients {
+			row.Cells[col["client "+c.Name]] = partText(c.Judgement)
+		}
+		for _, v := range r.Services {
+			row.Cells[col["service "+v.Name]] = partText(v.Judgement)
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	return p
+}
+
+// partText is a part's verdict in a cell: the verdict, and for a
+// recovered part its recovery ("recovered 2.0 s").
+func partText(j result.Judgement) string {
+	switch {
+	case j.Verdict == "":
+		return "-"
+	case j.Verdict == result.Recovered && j.RecoveryS != nil:
+		return fmt.Sprintf("recovered %.1f s", *j.RecoveryS)
+	}
+	return j.Verdict
 }

@@ -19,11 +19,13 @@ import (
 
 // sweepVerdictColours are the verdicts' colours, the same as the verdict badges
 // of the sim report (index.html.tmpl): stable green, recovered blue,
-// metastable red.
+// metastable red, degraded orange (a verdict without a colour, such as not
+// judged, is drawn grey).
 var sweepVerdictColours = map[string]color.RGBA{
 	"stable":     {44, 160, 44, 255},
 	"recovered":  {31, 119, 180, 255},
 	"metastable": {214, 39, 40, 255},
+	"degraded":   {199, 91, 18, 255},
 }
 
 // The collapse threshold is drawn in the metastable

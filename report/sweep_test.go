@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 	"github.com/stormguard/stormguard/sweep"
 )
 
@@ -45,7 +45,7 @@ func syntheticSweep() sweep.Result {
 	}
 	phase := func(tips func(load float64) *float64) *sweep.Phase {
 		ph := &sweep.Phase{PhasePlan: sweep.PhasePlan{Loads: []float64{100, 160, 220, 300},
-			Trigger: sim.Trigger{Kind: "outage", Target: "db", At: 20 * time.Second, Duration: 10 * time.Second, Mode: "hold"},
+			Trigger: scenario.Trigger{Kind: "outage", Target: "db", At: 20 * time.Second, Duration: 10 * time.Second, Mode: "hold"},
 			Vary:    sweep.VaryDuration, Unit: "s", Min: 0, Max: 40, Resolution: 0.1, AfterS: 120}}
 		for _, l := range ph.Loads {
 			c := sweep.Column{Load: l, Disturbs: sweepFP(0.5), Tips: tips(l), Simulations: 4, VirtualS: 600}

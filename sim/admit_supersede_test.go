@@ -7,6 +7,7 @@ import (
 
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/limit"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // supersedeOutcome is how a key's requests fared at a server: the one
@@ -91,14 +92,14 @@ func gateRefuse(t *testing.T, mw int) supersedeOutcome {
 // block (as a policy_file's, see ServerRef) with the same limit.
 func simRefuse(t *testing.T, mw int, gate bool) supersedeOutcome {
 	t.Helper()
-	s := oneService(0, Service{Workers: 10, ServiceTime: Dist{Kind: "constant", Mean: 10 * time.Second},
-		Supersede: &Supersede{MaxWaiters: mw}}, 30*time.Second, 1)
+	s := oneService(0, scenario.Service{Workers: 10, ServiceTime: scenario.Dist{Kind: "constant", Mean: 10 * time.Second},
+		Supersede: &scenario.Supersede{MaxWaiters: mw}}, 30*time.Second, 1)
 	if gate {
 		s.Services[0].Server = &admit.Config{Limit: limit.Spec{Kind: limit.KindFixed, Limit: 10},
 			Supersede: &admit.SupersedeConfig{MaxWaiters: mw}}
 	}
-	s.Clients[0].Arrivals = Arrivals{Kind: "burst", Count: 1, At: 0}
-	s.Clients[0].Humans = &Humans{Patience: Dist{Kind: "constant", Mean: time.Second}, Taps: mw + 2}
+	s.Clients[0].Arrivals = scenario.Arrivals{Kind: "burst", Count: 1, At: 0}
+	s.Clients[0].Humans = &scenario.Humans{Patience: scenario.Dist{Kind: "constant", Mean: time.Second}, Taps: mw + 2}
 	s.Clients[0].IdempotencyKey = true
 	v := run(t, s).Services[0].Total
 	// Completed counts the attempts that ran: the first, and any refused

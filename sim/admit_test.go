@@ -14,6 +14,7 @@ import (
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/policyfile"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // serviceTime is the work of every request in TestServerBlockSameDecisions.
@@ -160,7 +161,7 @@ func simDecisions(t *testing.T, dir string, arrivals []int) []string {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Load(path)
+	f, err := scenario.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestServerRefLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	parse := func(t *testing.T, service string) (File, error) {
+	parse := func(t *testing.T, service string) (scenario.File, error) {
 		t.Helper()
 		path := filepath.Join(dir, "s.yaml")
 		scen := "name: s\nclients:\n  - name: app\n    target: db\n    arrivals: {rate: 10}\n" +
@@ -203,7 +204,7 @@ func TestServerRefLoad(t *testing.T) {
 		if err := os.WriteFile(path, []byte(scen), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return Load(path)
+		return scenario.Load(path)
 	}
 
 	t.Run("resolved", func(t *testing.T) {
@@ -277,13 +278,13 @@ func TestServerBlockExpires(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := oneService(0, Service{Workers: 10, ServiceTime: Dist{Kind: "constant", Mean: time.Second}}, 10*time.Second, 1)
+			s := oneService(0, scenario.Service{Workers: 10, ServiceTime: scenario.Dist{Kind: "constant", Mean: time.Second}}, 10*time.Second, 1)
 			s.Services[0].Server = &admit.Config{MaxTimeout: tt.maxTimeout, Limit: limit.Spec{Kind: limit.KindFixed, Limit: 1}}
 			c := s.Clients[0]
 			s.Clients = nil
 			for i, at := range []int{500, 600, 700} {
 				c.Name = fmt.Sprintf("r%d", i+1)
-				c.Arrivals = Arrivals{Kind: "burst", Count: 1, At: time.Duration(at) * time.Millisecond}
+				c.Arrivals = scenario.Arrivals{Kind: "burst", Count: 1, At: time.Duration(at) * time.Millisecond}
 				s.Clients = append(s.Clients, c)
 			}
 			s.Bin = 100 * time.Millisecond

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/internal/cputime"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // BenchmarkSeed004 runs examples/seed004.yaml, scenario A, for the tick
@@ -14,7 +17,7 @@ import (
 // 1-tick run measures what a run costs besides its ticks (building the
 // world, the statistics, the verdict).
 func BenchmarkSeed004(b *testing.B) {
-	f, err := Load(filepath.Join("..", "examples", "seed004.yaml"))
+	f, err := scenario.Load(filepath.Join("..", "examples", "seed004.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,7 +40,7 @@ func BenchmarkSeed004(b *testing.B) {
 
 // BenchmarkHotOS runs the embedded default's naive run: a storm, 120 s.
 func BenchmarkHotOS(b *testing.B) {
-	f, err := Load(filepath.Join("..", "examples", "hotos-toy.yaml"))
+	f, err := scenario.Load(filepath.Join("..", "examples", "hotos-toy.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,26 +76,26 @@ func itoa(n int) string {
 // 36,000, answering about 90 %), processor sharing on 15 cores, and 3
 // replicas of 5 workers. One op is one whole 120 s run.
 func BenchmarkMechanisms(b *testing.B) {
-	f, err := Load(filepath.Join("..", "examples", "hotos-toy.yaml"))
+	f, err := scenario.Load(filepath.Join("..", "examples", "hotos-toy.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	base := f.Runs[0].Scenario
 	variants := []struct {
 		name string
-		mod  func(*Scenario)
+		mod  func(*scenario.Scenario)
 	}{
-		{"plain", func(*Scenario) {}},
-		{"cache", func(s *Scenario) { s.Services[0].Cache = &Cache{Keys: 100_000, Size: 36_000} }},
-		{"processor-sharing", func(s *Scenario) {
-			s.Services[0].Law = &CapacityLaw{Kind: "processor-sharing", Cores: 15}
+		{"plain", func(*scenario.Scenario) {}},
+		{"cache", func(s *scenario.Scenario) { s.Services[0].Cache = &scenario.Cache{Keys: 100_000, Size: 36_000} }},
+		{"processor-sharing", func(s *scenario.Scenario) {
+			s.Services[0].Law = &scenario.CapacityLaw{Kind: "processor-sharing", Cores: 15}
 			s.Services[0].Workers = 1000
 		}},
-		{"replicas", func(s *Scenario) { s.Services[0].Replicas, s.Services[0].Workers = 3, 5 }},
+		{"replicas", func(s *scenario.Scenario) { s.Services[0].Replicas, s.Services[0].Workers = 3, 5 }},
 	}
 	for _, v := range variants {
 		s := base
-		s.Services = append([]Service(nil), base.Services...)
+		s.Services = append([]scenario.Service(nil), base.Services...)
 		v.mod(&s)
 		b.Run(v.name, func(b *testing.B) {
 			var events uint64
@@ -110,16 +113,21 @@ func BenchmarkMechanisms(b *testing.B) {
 
 // mm1Bench is issue 16's model: M/M/1 FIFO, λ = 900/s, mean service 1 ms,
 // a 1 s client timeout and one allowed retry (which never fire).
-func mm1Bench(d time.Duration) Scenario { return mm1At(0.9, d) }
+func mm1Bench(d time.Duration) scenario.Scenario { return mm1At(0.9, d) }
 
 // BenchmarkMM1 runs issue 16's M/M/1 model through the whole simulator for
 // 100 s of virtual time (90,000 requests); it reports events/s, to compare
 // with sim/engine's BenchmarkEngine/small in the same run, and ns per
 // simulated request.
-func BenchmarkMM1(b *testing.B) {
-	s := mm1Bench(100 * time.Second)
+func BenchmarkMM1(b *testing.B) { benchMM1(b, mm1Bench(100*time.Second)) }
+
+// benchMM1 runs s as BenchmarkMM1 does: one op a run; events/s, ns per
+// request and the process's CPU time per request (cpu-ns/request, the
+// steadier figure on a shared machine; bench/des/mindes reports the same).
+func benchMM1(b *testing.B, s scenario.Scenario) {
 	var events, reqs uint64
 	b.ReportAllocs()
+	cpu0, cpuOK := cputime.Process()
 	for b.Loop() {
 		r, err := Run(context.Background(), s, "mm1", nil)
 		if err != nil {
@@ -128,9 +136,27 @@ func BenchmarkMM1(b *testing.B) {
 		events += r.Events
 		reqs += uint64(r.Clients[0].Total.Requests)
 	}
+	cpu1, ok := cputime.Process()
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(reqs), "ns/request")
+	if cpuOK && ok {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(reqs), "cpu-ns/request")
+	}
 }
+
+// mm1Storm is mm1Bench with a 40 ms client timeout: once the queue holds
+// more than 40 ms of work, which it soon does at load 0.9, every attempt
+// times out, every request is retried once and fails, and the queue grows
+// without bound (issue 27's storm).
+func mm1Storm(d time.Duration) scenario.Scenario {
+	s := mm1Bench(d)
+	s.Clients[0].Timeout = 40 * time.Millisecond
+	return s
+}
+
+// BenchmarkMM1Storm is BenchmarkMM1 on mm1Storm: 100 s, 90,000 requests,
+// 180,000 attempts.
+func BenchmarkMM1Storm(b *testing.B) { benchMM1(b, mm1Storm(100*time.Second)) }
 
 // BenchmarkMM1Scaling runs issue 16's M/M/1 (mm1At) over horizons of 1×,
 // 10× and 100× a base of 10 s at load 0.9 (9,000 to 900,000 requests),

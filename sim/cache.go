@@ -5,13 +5,14 @@ import (
 	"sort"
 
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // cache is a look-aside cache's state (see Cache). A keyed cache keeps an
 // LRU as a doubly linked list threaded through arrays indexed by key, so
 // that a lookup, a fill and an eviction are O(1) and a key draw O(log keys).
 type cache struct {
-	spec  Cache
+	spec  scenario.Cache
 	rng   engine.Rand
 	cdf   []float64 // cdf[k] = P(key ≤ k); nil without keys
 	in    []bool
@@ -24,7 +25,7 @@ type cache struct {
 	down  int // active flush triggers on a cache without keys
 }
 
-func newCache(spec Cache, rng engine.Rand) *cache {
+func newCache(spec scenario.Cache, rng engine.Rand) *cache {
 	c := &cache{spec: spec, rng: rng, head: noID, tail: noID}
 	if spec.Keys == 0 {
 		return c

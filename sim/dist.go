@@ -5,15 +5,11 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
-// IsZero reports whether d is the zero Dist (a constant 0).
-func (d *Dist) IsZero() bool {
-	return d.Kind == "" && d.Mean == 0 && d.Min == 0 && d.Max == 0 && d.Sigma == 0 && len(d.Of) == 0
-}
-
 // sample draws a duration from d with the stream r.
-func (d *Dist) sample(r *engine.Rand) time.Duration {
+func sample(d *scenario.Dist, r *engine.Rand) time.Duration {
 	if d.Kind == "exponential" {
 		// The common service time, tested first: the switch below orders
 		// its cases by their strings' lengths, not by use.
@@ -27,14 +23,14 @@ func (d *Dist) sample(r *engine.Rand) time.Duration {
 		mu := math.Log(float64(d.Mean)) - d.Sigma*d.Sigma/2
 		return time.Duration(math.Exp(mu + d.Sigma*normal(r)))
 	case "mixture":
-		return d.pick(r.Float64()).sample(r)
+		return sample(pick(d, r.Float64()), r)
 	}
 	return d.Mean
 }
 
-// pick returns the mixture's component that a uniform sample u in [0, 1)
-// selects, each with weight / Σ weights.
-func (d *Dist) pick(u float64) *Dist {
+// pick returns the component of the mixture d that a uniform sample u in
+// [0, 1) selects, each with weight / Σ weights.
+func pick(d *scenario.Dist, u float64) *scenario.Dist {
 	total := 0.0
 	for i := range d.Of {
 		total += d.Of[i].Weight
@@ -47,25 +43,6 @@ func (d *Dist) pick(u float64) *Dist {
 		x -= d.Of[i].Weight
 	}
 	return &d.Of[len(d.Of)-1].Dist
-}
-
-// Average returns the distribution's mean (a mixture's weighted mean).
-func (d Dist) Average() time.Duration { return d.mean() }
-
-// mean returns the distribution's mean.
-func (d *Dist) mean() time.Duration {
-	switch d.Kind {
-	case "uniform":
-		return (d.Min + d.Max) / 2
-	case "mixture":
-		total, sum := 0.0, 0.0
-		for i := range d.Of {
-			total += d.Of[i].Weight
-			sum += d.Of[i].Weight * float64(d.Of[i].Dist.mean())
-		}
-		return time.Duration(sum / total)
-	}
-	return d.Mean
 }
 
 // normal draws a standard normal sample (Box–Muller, one of the pair).

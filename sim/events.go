@@ -5,6 +5,7 @@ import (
 
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/result"
 	"github.com/stormguard/stormguard/wire"
 )
 
@@ -64,7 +65,7 @@ func (w *world) Handle(e *engine.Engine, ev engine.Event) {
 	case evAction:
 		w.onAction(int(ev.Target))
 		a := &w.sc.Actions[ev.Target]
-		w.actions = append(w.actions, ActionMark{T: w.now().Seconds(), Kind: a.Kind, Label: a.label()})
+		w.actions = append(w.actions, result.ActionMark{T: w.now().Seconds(), Kind: a.Kind, Label: a.Name()})
 	case evAutoscale:
 		w.onAutoscale(int32(ev.Target))
 	case evReady:
@@ -212,7 +213,7 @@ func (w *world) newRequest(ei, proc int32, o origin, deadline engine.Time) int32
 		if hit {
 			v.stats.cacheHits[b]++
 			v.stats.total.CacheHits++
-			if lat := c.spec.Latency.sample(&c.rng); lat > 0 {
+			if lat := sample(&c.spec.Latency, &c.rng); lat > 0 {
 				w.eng.After(lat, engine.Event{Kind: evCacheHit, A: int64(id), B: int64(gen)})
 			} else {
 				w.finishRequest(id, true, nil)
@@ -322,7 +323,7 @@ func (w *world) transmit(ai int32, e *edge, reply bool, code int) {
 	}
 	lat := e.latency.Mean // a constant, the default (Dist.sample), without the call
 	if e.latency.Kind != "" {
-		lat = e.latency.sample(&e.rng)
+		lat = sample(&e.latency, &e.rng)
 	}
 	if !reply {
 		lat += v.addLat
@@ -395,9 +396,8 @@ func (w *world) onReply(ai int32, code int) {
 // notices one of its downstream attempts time out pays its timeout cost.
 func (w *world) onTimeout(ai int32) {
 	a := &w.atts[ai]
-	a.waiting = false
-	a.cliDone = true
-	ri := a.req
+	ri, n := a.req, a.number
+	w.callerLeft(ai)
 	w.maybeFree(ai)
 	if r := &w.reqs[ri]; w.edges[r.edge].noticeTO > 0 {
 		if p := w.att(int64(r.parent), int64(r.parentGen)); p != nil && p.inSvc {
@@ -405,7 +405,19 @@ func (w *world) onTimeout(ai int32) {
 			w.charge(&w.services[e.from], p.rep, e.noticeTO)
 		}
 	}
-	w.attemptEnded(ri, a.number, retry.Timeout, retry.Signal{}, false)
+	w.attemptEnded(ri, n, retry.Timeout, retry.Signal{}, false)
+}
+
+// callerLeft: the caller of attempt ai stops waiting for it (a timeout, a
+// hedge that lost). Its server learns it at once, as a server learns that
+// a connection was reset: if the attempt is queued there, or waits for its
+// twin, its admission core takes it out.
+func (w *world) callerLeft(ai int32) {
+	a := &w.atts[ai]
+	a.waiting, a.cliDone = false, true
+	if a.held {
+		w.cancel(ai)
+	}
 }
 
 // attemptEnded runs the retry policy after the request's current attempt
@@ -457,9 +469,9 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 			w.tapDone(r.intent, r.intentGen, ok, degraded, reason)
 			return
 		}
-		w.clientOutcome(c, r.arrival, ok, degraded, reason)
+		w.clientOutcome(c, r.arrival, now, ok, degraded, reason)
 		if user != noID {
-			th := c.spec.Arrivals.Think.sample(&c.rng)
+			th := sample(&c.spec.Arrivals.Think, &c.rng)
 			if t := now.Add(th); t < w.end {
 				w.eng.At(t, engine.Event{Kind: evThink, Target: uint32(e.client), A: int64(user)})
 			}
@@ -477,27 +489,36 @@ func (w *world) finishRequest(ri int32, ok bool, reason error) {
 	}
 }
 
-// clientOutcome counts the one outcome of a client's request (or a
-// person's intent) that arrived at arrival.
-func (w *world) clientOutcome(c *client, arrival engine.Time, ok, degraded bool, reason error) {
-	now := w.now()
-	b := w.binOf(int64(now))
+// clientOutcome counts the one outcome, at now, of a client's request (or
+// a person's intent) that arrived at arrival.
+func (w *world) clientOutcome(c *client, arrival, now engine.Time, ok, degraded bool, reason error) {
+	w.clientOutcomeIn(c, w.binOf(int64(now)), arrival, now, ok, degraded, reason)
+}
+
+// clientOutcomeIn is clientOutcome for a caller that has now's bin, b.
+func (w *world) clientOutcomeIn(c *client, b int, arrival, now engine.Time, ok, degraded bool, reason error) {
 	if ok {
-		c.stats.okArr[w.binOf(int64(arrival))]++
-		c.stats.goodput[b]++
-		c.stats.total.Succeeded++
-		if degraded {
-			c.stats.degraded[b]++
-			c.stats.total.Degraded++
-		}
-		c.stats.lat = append(c.stats.lat, now.Sub(arrival).Seconds())
-		c.stats.total.SuccessLatencyS += now.Sub(arrival).Seconds()
+		w.clientServed(c, b, arrival, now, degraded)
 		return
 	}
-	c.stats.failArr[w.binOf(int64(arrival))]++
+	c.stats.failArr[w.binIndex(int64(arrival))]++
 	c.stats.total.Failed++
 	c.stats.total.FailureLatencyS += now.Sub(arrival).Seconds()
 	c.stats.gaveUpFor(b, reason)
+}
+
+// clientServed is clientOutcomeIn for a request served.
+func (w *world) clientServed(c *client, b int, arrival, now engine.Time, degraded bool) {
+	c.stats.okArr[w.binIndex(int64(arrival))]++
+	c.stats.goodput[b]++
+	c.stats.total.Succeeded++
+	if degraded {
+		c.stats.degraded[b]++
+		c.stats.total.Degraded++
+	}
+	l := now.Sub(arrival).Seconds()
+	c.stats.lat = append(c.stats.lat, l)
+	c.stats.total.SuccessLatencyS += l
 }
 
 // --- triggers and bins -----------------------------------------------------
@@ -589,6 +610,22 @@ func (w *world) trigger(ti int, on bool) {
 // onBin closes the statistics bin that ends now.
 func (w *world) onBin() {
 	now := w.now()
+	w.closeBins(now)
+	if next := now.Add(w.bin); next <= w.end {
+		w.eng.At(next, engine.Event{Kind: evBin})
+	}
+}
+
+// closeBins closes the statistics bin that ends at now: each client's
+// latency percentiles and budget level, each service's queue, busy
+// workers, limit and replicas up.
+//
+// With a spool, the bin then goes to it, unless it is the last, which
+// events at the end of the run may still count in (see flushBins).
+func (w *world) closeBins(now engine.Time) {
+	if w.spool != nil {
+		defer w.flushBins(w.binIndex(int64(now)-1), false)
+	}
 	b := w.binOf(int64(now) - 1)
 	for i := range w.clients {
 		c := &w.clients[i]
@@ -616,8 +653,8 @@ func (w *world) onBin() {
 			r := &v.reps[j]
 			queue += r.queued()
 			busy += r.busy
-			if r.limiter != nil {
-				lim += r.limiter.Limit()
+			if l := r.core.Limiter(); l != nil {
+				lim += l.Limit()
 			}
 			if !r.down && !r.draining {
 				up++
@@ -627,8 +664,5 @@ func (w *world) onBin() {
 		v.stats.busy[b] = float64(busy)
 		v.stats.limit[b] = float64(lim)
 		v.stats.up[b] = float64(up)
-	}
-	if next := now.Add(w.bin); next <= w.end {
-		w.eng.At(next, engine.Event{Kind: evBin})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/shed"
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // The floor of issue 16's target 1: issue 16's M/M/1 model (mm1Bench)
@@ -91,8 +92,8 @@ type floorTotals struct {
 	latencyS                            float64 // mean latency of successes
 }
 
-func newFloorModel(s Scenario) *floorModel {
-	s = s.withDefaults()
+func newFloorModel(s scenario.Scenario) *floorModel {
+	s = s.WithDefaults()
 	c, v := s.Clients[0], s.Services[0]
 	f := &floorModel{
 		rate:    c.Arrivals.Rate,

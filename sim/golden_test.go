@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden/")
@@ -27,7 +30,7 @@ func TestGolden(t *testing.T) {
 	for _, p := range paths {
 		name := strings.TrimSuffix(filepath.Base(p), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			f, err := Load(p)
+			f, err := scenario.Load(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +64,7 @@ func TestGolden(t *testing.T) {
 }
 
 // digest writes a run's verdict, totals and main series, one line per bin.
-func digest(w *bytes.Buffer, r Result) {
+func digest(w *bytes.Buffer, r result.Result) {
 	rec := "null"
 	if r.RecoveryS != nil {
 		rec = fmt.Sprint(*r.RecoveryS)

@@ -1,13 +1,15 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // Limits bound what a run may cost. [RunWithin] refuses a scenario whose
@@ -42,15 +44,6 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// MaxFileSize bounds a scenario file: [Load] and [Read] read at most this
-// many bytes. A file within the simulator's other bounds (at most 100 000
-// YAML nodes once aliases are expanded) is far smaller.
-const MaxFileSize = 1 << 20
-
-// ErrFileTooLarge is the error, wrapped with the file's name, of a scenario
-// file larger than [MaxFileSize].
-var ErrFileTooLarge = errors.New("the file is larger than 1 MiB, the most a scenario file may hold")
-
 // Cost is what a run is estimated to cost, and what drives each figure:
 // the scenario's keys and values, as "clients.app.arrivals.rate 1e+09/s ×
 // duration 1000000h".
@@ -78,8 +71,17 @@ type Cost struct {
 const (
 	bytesPerRequest = 1280 // one hop of a request in flight
 	bytesPerProcess = 640  // a client process's retrier and budget
-	bytesPerEvent   = 48   // an event in the heap or a held message
-	eventsPerHop    = 3    // delivery, end of the work, reply
+	// bytesPerReplica: a replica's state, its admission queue's and
+	// limiter's (11.8 kB measured over 10,000 replicas, with the slack
+	// of the growing slices when an autoscaler adds them).
+	bytesPerReplica = 16 << 10
+	// bytesPerKey and bytesPerKeyTTL: a keyed cache's arrays per key (its
+	// popularity, LRU links, presence: 17 B measured; and the fill time
+	// with a TTL: 25 B), with a margin.
+	bytesPerKey    = 20
+	bytesPerKeyTTL = 28
+	bytesPerEvent  = 48 // an event in the heap or a held message
+	eventsPerHop   = 3  // delivery, end of the work, reply
 	// scheduleReadsPerEvent: steps of a schedule scan that cost one event.
 	scheduleReadsPerEvent = 300
 	maxEventRate          = 1e9 // constant arrivals closer than 1 ns never advance the clock
@@ -104,16 +106,25 @@ func sum(ts []term) (float64, string) {
 }
 
 // Estimate returns what a run of s would cost: events to simulate and
-// memory to hold (see [Cost]). s must be valid (see [Scenario.Validate]).
+// memory to hold (see [Cost]). s must be valid (see [scenario.Scenario.Validate]).
 // It takes microseconds and allocates nothing in proportion to the run.
-func Estimate(s Scenario) Cost {
-	s = s.withDefaults()
+func Estimate(s scenario.Scenario) Cost { return estimate(s, false) }
+
+// EstimateSpooled is [Estimate] for a run made with [RunSpooled], whose
+// series go to a spool as they close: of them it holds, while it runs and
+// in its Result, the counts of the requests that ended by the bin they
+// arrived in (16 bytes a bin and client), and, while its verdict judges
+// them, 24 bytes a bin and client and 32 a bin and service.
+func EstimateSpooled(s scenario.Scenario) Cost { return estimate(s, true) }
+
+func estimate(s scenario.Scenario, spooled bool) Cost {
+	s = s.WithDefaults()
 	nbins := math.Ceil(float64(s.Duration) / float64(s.Bin))
 	if s.Duration == 0 {
 		nbins = 0
 	}
-	perBin := float64(len(s.Clients))*float64(unsafe.Sizeof(ClientBin{})) +
-		float64(len(s.Services))*float64(unsafe.Sizeof(ServiceBin{}))
+	perBin := float64(len(s.Clients))*float64(unsafe.Sizeof(result.ClientBin{})) +
+		float64(len(s.Services))*float64(unsafe.Sizeof(result.ServiceBin{}))
 	var c Cost
 	c.Series = nbins * perBin
 	binsWhy := fmt.Sprintf("duration %s / bin %s = %s bins × %d series", dur2s(s.Duration), dur2s(s.Bin), num(nbins), len(s.Clients)+len(s.Services))
@@ -121,6 +132,10 @@ func Estimate(s Scenario) Cost {
 	// While the run goes on it keeps counts of the size of its Result,
 	// and the Result is built from them: 2.5 × with the slack.
 	memory := []term{{2.5 * c.Series, binsWhy}}
+	if spooled {
+		c.Series = nbins * 16 * float64(len(s.Clients))
+		memory[0].v = c.Series + nbins*(24*float64(len(s.Clients))+32*float64(len(s.Services)))
+	}
 
 	idx := map[string]int{}
 	for i, v := range s.Services {
@@ -136,7 +151,7 @@ func Estimate(s Scenario) Cost {
 		}
 		path := "clients." + cl.Name
 		hops := g.hopsOf(ti)
-		reqs, why := requests(s, cl, g.holdOf(ti)+2*cl.Network.Latency.meanS())
+		reqs, why := requests(s, cl, g.holdOf(ti)+2*meanS(cl.Network.Latency))
 		events = append(events, term{reqs * (1 + eventsPerHop*hops), why})
 		if n := len(cl.Arrivals.Schedule); n > 0 {
 			// Every arrival reads the schedule from its start.
@@ -156,7 +171,7 @@ func Estimate(s Scenario) Cost {
 	for i, v := range s.Services {
 		cp := v.Queue.Capacity
 		if cp == 0 {
-			cp = DefaultQueueCapacity
+			cp = scenario.DefaultQueueCapacity
 		}
 		if v.Capacity != nil {
 			cp = 0 // no queue: admitted or refused at once
@@ -164,6 +179,16 @@ func Estimate(s Scenario) Cost {
 		q := math.Min(float64(cp), arrived[i])
 		memory = append(memory, term{q * bytesPerRequest,
 			fmt.Sprintf("services.%s.queue.capacity %s of queued work", v.Name, num(float64(cp)))})
+		n, why := replicasAtMost(s, v)
+		memory = append(memory, term{n * bytesPerReplica, why})
+		if c := v.Cache; c != nil && c.Keys > 0 {
+			per, ttl := float64(bytesPerKey), ""
+			if c.TTL > 0 {
+				per, ttl = bytesPerKeyTTL, " with a TTL"
+			}
+			memory = append(memory, term{float64(c.Keys) * per,
+				fmt.Sprintf("services.%s.cache.keys %s, %s B each%s", v.Name, num(float64(c.Keys)), num(per), ttl)})
+		}
 	}
 	rate := 0.0
 	for _, cl := range s.Clients {
@@ -183,9 +208,25 @@ func Estimate(s Scenario) Cost {
 	return c
 }
 
+// replicasAtMost is the most replicas service v can have at once: its
+// own, its autoscaler's maximum, the largest replicas step of the
+// runbook; and the keys that set it.
+func replicasAtMost(s scenario.Scenario, v scenario.Service) (float64, string) {
+	n, why := float64(v.Replicas), fmt.Sprintf("services.%s.replicas %d", v.Name, v.Replicas)
+	if a := v.Autoscale; a != nil && float64(a.Max) > n {
+		n, why = float64(a.Max), fmt.Sprintf("services.%s.autoscale.max %d", v.Name, a.Max)
+	}
+	for i, a := range s.Actions {
+		if a.Kind == "replicas" && a.Target == v.Name && math.Ceil(a.Value) > n {
+			n, why = math.Ceil(a.Value), fmt.Sprintf("actions.%d.value %s (replicas of %s)", i, num(a.Value), v.Name)
+		}
+	}
+	return n, why + fmt.Sprintf(" × %s per replica", bytesText(bytesPerReplica))
+}
+
 // graph walks the call graph of a valid (acyclic) scenario.
 type graph struct {
-	s    Scenario
+	s    scenario.Scenario
 	idx  map[string]int
 	hops map[int]float64 // hops of one request into a service, its calls' included
 	hold map[int]float64 // seconds a worker is held, its calls' included
@@ -212,10 +253,10 @@ func (g *graph) holdOf(i int) float64 {
 	}
 	g.hold[i] = 0
 	v := g.s.Services[i]
-	h := v.ServiceTime.meanS()
+	h := meanS(v.ServiceTime)
 	for _, c := range v.Calls {
 		if j, ok := g.idx[c.Service]; ok {
-			h += 2*c.Network.Latency.meanS() + g.holdOf(j)
+			h += 2*meanS(c.Network.Latency) + g.holdOf(j)
 		}
 	}
 	g.hold[i] = h
@@ -233,11 +274,11 @@ func (g *graph) flow(i int, n float64, into []float64) {
 }
 
 // meanS is the mean of a distribution, seconds.
-func (d Dist) meanS() float64 { return d.mean().Seconds() }
+func meanS(d scenario.Dist) float64 { return d.Average().Seconds() }
 
 // requests estimates a client's first tries over the run; cycle is the
 // least time a closed-loop user's request takes, seconds.
-func requests(s Scenario, c Client, cycle float64) (float64, string) {
+func requests(s scenario.Scenario, c scenario.Client, cycle float64) (float64, string) {
 	a := c.Arrivals
 	path := "clients." + c.Name + ".arrivals"
 	switch a.Kind {
@@ -247,7 +288,7 @@ func requests(s Scenario, c Client, cycle float64) (float64, string) {
 		}
 		return float64(a.Count), fmt.Sprintf("%s.count %s", path, num(float64(a.Count)))
 	case "closed":
-		cycle += a.Think.meanS()
+		cycle += meanS(a.Think)
 		if cycle <= 0 {
 			return math.Inf(1), fmt.Sprintf("%s.users %s with no think time and no service time: virtual time never advances", path, num(float64(a.Users)))
 		}
@@ -284,7 +325,7 @@ func requests(s Scenario, c Client, cycle float64) (float64, string) {
 
 // integral is the number of arrivals of an open-loop client in [0, end],
 // following the schedule's steps and ramps.
-func integral(a Arrivals, end time.Duration) float64 {
+func integral(a scenario.Arrivals, end time.Duration) float64 {
 	total := 0.0
 	prevT, prevR := time.Duration(0), a.Rate
 	for _, p := range a.Schedule {
@@ -308,7 +349,7 @@ func integral(a Arrivals, end time.Duration) float64 {
 }
 
 // peakOf is the highest rate an open-loop client's arrivals reach.
-func peakOf(a Arrivals) float64 {
+func peakOf(a scenario.Arrivals) float64 {
 	r := a.Rate
 	for _, p := range a.Schedule {
 		r = max(r, p.Rate)
@@ -320,7 +361,7 @@ func peakOf(a Arrivals) float64 {
 // applied as if they all overlapped, and the keys and values that set it
 // ("clients.app.arrivals.rate 100/s × triggers.0.factor 3"). Closed and
 // burst arrivals have none.
-func peakRate(s Scenario, c Client) (float64, string) {
+func peakRate(s scenario.Scenario, c scenario.Client) (float64, string) {
 	a := c.Arrivals
 	switch a.Kind {
 	case "burst", "closed":
@@ -344,7 +385,7 @@ func peakRate(s Scenario, c Client) (float64, string) {
 }
 
 // inFlight estimates the requests of a client alive at once, at the peak.
-func inFlight(s Scenario, c Client) (float64, string) {
+func inFlight(s scenario.Scenario, c scenario.Client) (float64, string) {
 	a := c.Arrivals
 	path := "clients." + c.Name
 	switch a.Kind {

@@ -3,18 +3,18 @@ package sim
 import (
 	"context"
 	"errors"
-	"flag"
+	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stormguard/stormguard/examples"
 	"github.com/stormguard/stormguard/internal/hostspeed"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // guardYAML is a scenario with one client and one service; %s is the
@@ -24,9 +24,9 @@ func guardYAML(top, client string) string {
 		"services: [{name: db, workers: 4, service_time: {mean: 10ms}}]\n"
 }
 
-func parseOne(t *testing.T, y string) Scenario {
+func parseOne(t *testing.T, y string) scenario.Scenario {
 	t.Helper()
-	f, err := Parse("g.yaml", []byte(y))
+	f, err := scenario.Parse("g.yaml", []byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestExamplesWithinLimits(t *testing.T) {
 	names, _ := fs.Glob(examples.Scenarios, "*.yaml")
 	for _, n := range names {
 		data, _ := examples.Scenarios.ReadFile(n)
-		f, err := Parse(n, data)
+		f, err := scenario.Parse(n, data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,13 @@ func TestExamplesWithinLimits(t *testing.T) {
 // peakHeap runs s and returns the largest heap it saw in use (sampled at
 // every progress call and at the end) above the heap before the run, and
 // the run's events.
-func peakHeap(t *testing.T, s Scenario) (float64, uint64) {
+func peakHeap(t *testing.T, s scenario.Scenario) (float64, uint64) {
+	return peakHeapOf(t, s, nil)
+}
+
+// peakHeapOf is peakHeap for a run made with RunSpooled on sp, when sp is
+// not nil.
+func peakHeapOf(t *testing.T, s scenario.Scenario, sp *result.Spool) (float64, uint64) {
 	t.Helper()
 	// Two collections empty the pool of arrays an earlier run gave back
 	// (pool.go), so that the run allocates what it holds and the heap
@@ -171,16 +177,40 @@ func peakHeap(t *testing.T, s Scenario) (float64, uint64) {
 		runtime.ReadMemStats(&m)
 		peak = max(peak, m.HeapAlloc)
 	}
-	r, err := RunWithin(t.Context(), s, "m", sample, Limits{Events: math.Inf(1), Memory: math.Inf(1)})
+	unlimited := Limits{Events: math.Inf(1), Memory: math.Inf(1)}
+	var r result.Result
+	var err error
+	if sp != nil {
+		r, err = RunSpooled(t.Context(), s, "m", sample, unlimited, sp)
+	} else {
+		r, err = RunWithin(t.Context(), s, "m", sample, unlimited)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	return float64(peak - base), r.Events
 }
 
+// caches is the YAML of n services s0 … with a keyed cache of keys keys
+// each (half of them held), the last with a TTL.
+func caches(n, keys int) string {
+	var b strings.Builder
+	for i := range n {
+		ttl := ""
+		if i == n-1 {
+			ttl = ", ttl: 1m"
+		}
+		fmt.Fprintf(&b, "  - {name: s%d, workers: 1, service_time: {mean: 1ms}, cache: {keys: %d, size: %d%s}}\n", i, keys, keys/2, ttl)
+	}
+	return b.String()
+}
+
 // TestEstimateMatchesTheSimulator: the estimate of memory is never below
-// what the simulator really holds, and not far above it; the estimate of
-// events is of the right order for first tries.
+// what the simulator really holds, and at most 6 times it, for each
+// mechanism that holds memory (requests in flight, people, processes,
+// time series, keyed caches, replicas, an autoscaler's maximum, a
+// runbook's replicas, mixtures); the estimate of events is of the right
+// order for first tries.
 func TestEstimateMatchesTheSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs of a million requests")
@@ -198,6 +228,20 @@ func TestEstimateMatchesTheSimulator(t *testing.T) {
 			"services: [{name: s, workers: 1, service_time: {mean: 1ms}}]\n"},
 		{"bins", "name: m\nduration: 100000s\nclients: [{name: a, target: s, arrivals: {rate: 0}}]\n" +
 			"services: [{name: s, workers: 1, service_time: {mean: 1ms}}, {name: t, workers: 1, service_time: {mean: 1ms}}]\n"},
+		// Issue 26: 8 keyed caches of 10⁷ keys were estimated at 1.67 MB
+		// and took 1,344 MiB. Here 8 of 10⁶ keys, one with a TTL.
+		{"caches", "name: m\nduration: 2s\nclients: [{name: a, target: s0, arrivals: {rate: 1}}]\nservices:\n" + caches(8, 1_000_000)},
+		{"replicas", "name: m\nduration: 2s\nclients: [{name: a, target: s, arrivals: {rate: 1}}]\n" +
+			"services: [{name: s, replicas: 10000, workers: 1, limiter: {kind: aimd}, service_time: {mean: 1ms}}]\n"},
+		// Doubling every second from 1 replica (a scale-up policy of 100 %
+		// a second, new replicas counted ready at once), it reaches its
+		// 4000 in 12 s.
+		{"autoscaled to its maximum", "name: m\nduration: 16s\nclients: [{name: a, target: s, arrivals: {rate: 8000}}]\n" +
+			"services: [{name: s, workers: 1, service_time: {mean: 1s}, queue: {capacity: 10}, autoscale: {metric: cpu, target: 0.5, min: 1, max: 4000, interval: 1s, readiness_delay: 0s, scale_up: {policies: [{type: percent, value: 100, period: 1s}]}}}]\n"},
+		{"replicas a runbook adds", "name: m\nduration: 3s\nclients: [{name: a, target: s, arrivals: {rate: 1}}]\n" +
+			"services: [{name: s, workers: 1, service_time: {mean: 1ms}}]\nactions: [{at: 1s, kind: replicas, target: s, value: 5000}]\n"},
+		{"mixtures", "name: m\nduration: 2s\nclients: [{name: a, target: s, timeout: 1h, arrivals: {kind: burst, count: 30000, at: 0s}}]\n" +
+			"services: [{name: s, workers: 1, service_time: {kind: mixture, of: [{weight: 1, kind: constant, mean: 1h}, {weight: 1, kind: uniform, min: 1h, max: 2h}, {weight: 1, kind: mixture, of: [{weight: 1, mean: 3h}]}]}, queue: {capacity: 1048576}}]\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := parseOne(t, c.yaml)
@@ -209,8 +253,25 @@ func TestEstimateMatchesTheSimulator(t *testing.T) {
 			t.Logf("memory: estimate %s, measured %s", bytesText(est.Memory), bytesText(got))
 		})
 	}
+	// A spooled run's time series: what it holds of them while it runs
+	// and judges (the spool's file is not the heap's).
+	t.Run("bins, spooled", func(t *testing.T) {
+		s := parseOne(t, "name: m\nduration: 100000s\nclients: [{name: a, target: s, arrivals: {rate: 0}}]\n"+
+			"services: [{name: s, workers: 1, service_time: {mean: 1ms}}, {name: t, workers: 1, service_time: {mean: 1ms}}]\n")
+		sp := result.NewSpool()
+		defer sp.Close()
+		est := EstimateSpooled(s)
+		got, _ := peakHeapOf(t, s, sp)
+		if est.Memory < got || est.Memory > 6*got {
+			t.Errorf("memory: estimate %s (%s), measured %s", bytesText(est.Memory), est.MemoryDriver, bytesText(got))
+		}
+		if in := Estimate(s).Memory; est.Memory > in/4 {
+			t.Errorf("spooled estimate %s, in memory %s: the spool should hold the most of it", bytesText(est.Memory), bytesText(in))
+		}
+		t.Logf("memory: estimate %s, measured %s", bytesText(est.Memory), bytesText(got))
+	})
 	// Events: the default scenario's first tries, within a factor of 2.
-	f, err := Parse(examples.DefaultName, examples.Default())
+	f, err := scenario.Parse(examples.DefaultName, examples.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,82 +337,5 @@ func TestRunStopsWithoutVirtualTime(t *testing.T) {
 		}
 	case <-time.After(hostspeed.Scale(5 * time.Second)):
 		t.Fatal("the run did not stop 5 s after its context ended")
-	}
-}
-
-// TestReadCapsTheInput: a file larger than MaxFileSize, or an endless
-// one, is refused once MaxFileSize bytes are read.
-func TestReadCapsTheInput(t *testing.T) {
-	big := strings.NewReader("# " + strings.Repeat("x", MaxFileSize) + "\n")
-	if _, err := Read("big.yaml", big); !errors.Is(err, ErrFileTooLarge) || !strings.HasPrefix(err.Error(), "big.yaml: ") {
-		t.Errorf("a file of 1 MiB + 3 bytes: %v", err)
-	}
-	if _, err := Read("fits.yaml", strings.NewReader("# "+strings.Repeat("x", MaxFileSize-3)+"\n")); err == nil || errors.Is(err, ErrFileTooLarge) {
-		t.Errorf("a file of 1 MiB is read (and has no scenario): %v", err)
-	}
-	if _, err := os.Stat("/dev/zero"); err == nil {
-		start := time.Now()
-		if _, err := Load("/dev/zero"); !errors.Is(err, ErrFileTooLarge) {
-			t.Errorf("/dev/zero: %v", err)
-		}
-		if took := time.Since(start); took > hostspeed.Scale(time.Second) {
-			t.Errorf("/dev/zero took %v to refuse", took)
-		}
-	}
-}
-
-// TestLoadStandardInput: path - reads standard input.
-func TestLoadStandardInput(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdin
-	os.Stdin = r
-	t.Cleanup(func() { os.Stdin = old; r.Close() })
-	go func() {
-		w.WriteString(guardYAML("", "arrivals: {rate: 10}"))
-		w.Close()
-	}()
-	f, err := Load("-")
-	if err != nil || f.Path != "stdin" || len(f.Runs) != 1 || f.Runs[0].Scenario.Clients[0].Arrivals.Rate != 10 {
-		t.Errorf("Load(-) = %+v, %v", f, err)
-	}
-	if _, err := Parse("stdin", []byte("name: g\nfoo: 1\n")); err == nil || !strings.HasPrefix(err.Error(), "stdin:2: ") {
-		t.Errorf("errors name stdin: %v", err)
-	}
-}
-
-// TestMaxRuns: a file asking for more runs than MaxRuns is refused at
-// once, in one line, instead of decoding every one of them.
-func TestMaxRuns(t *testing.T) {
-	var runs, values strings.Builder
-	for i := range 100 {
-		runs.WriteString("  - name: r" + strconv.Itoa(i) + "\n")
-		values.WriteString(strconv.Itoa(i+1) + ", ")
-	}
-	y := guardYAML("", "arrivals: {rate: 10}") + "runs:\n" + runs.String() +
-		"sweep: {set: clients.app.arrivals.rate, values: [" + values.String() + "]}\n"
-	start := time.Now()
-	_, err := Parse("many.yaml", []byte(y))
-	if err == nil || err.Error() != "many.yaml:105: the file asks for 10000 runs (100 × 100 sweep values); the most is 1000" {
-		t.Errorf("err = %v", err)
-	}
-	if took := time.Since(start); took > hostspeed.Scale(time.Second) {
-		t.Errorf("the refusal took %v", took)
-	}
-}
-
-// quickMinimize bounds, unless -fuzzminimizetime is given, how long the
-// fuzzer spends minimizing each input that finds new coverage: 60 s by
-// default, during which it fuzzes nothing else (0 execs/s). A scenario of
-// a kilobyte takes a few hundred microseconds to parse and its
-// minimization tries up to n²/2 cuts: it ran out the 60 s, again and
-// again. Call it at the top of a Fuzz function.
-func quickMinimize() {
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.fuzzminimizetime" })
-	if !given {
-		flag.Set("test.fuzzminimizetime", "3s")
 	}
 }

@@ -104,8 +104,8 @@ func (w *world) hedgeEnded(ri, n int32, cls retry.Class, sig retry.Signal, degra
 			continue
 		}
 		if a := w.att(int64(hs.atts[m]), int64(hs.gens[m])); a != nil && a.waiting {
-			a.waiting, a.cliDone = false, true
 			w.eng.Cancel(a.timeout)
+			w.callerLeft(hs.atts[m])
 			w.maybeFree(hs.atts[m])
 		}
 		ret.HedgeCancelAt(now, &hs.h, int(m+1))

@@ -1,6 +1,10 @@
 package sim
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stormguard/stormguard/sim/result"
+)
 
 // TestHedgingAmplification: examples/hedging.yaml, over 5 seeds. Without
 // hedging the service rides out the load episode (not metastable); hedging
@@ -10,17 +14,17 @@ import "testing"
 // episode, and cuts the p99 latency below the unhedged one's.
 func TestHedgingAmplification(t *testing.T) {
 	f := loadExample(t, "hedging.yaml")
-	p99 := func(r Result) float64 {
-		return meanOver(r.Clients[0].Bins, cliT, func(b ClientBin) float64 { return b.LatencyP99 }, 10, 40)
+	p99 := func(r result.Result) float64 {
+		return meanOver(r.Clients[0].Bins, cliT, func(b result.ClientBin) float64 { return b.LatencyP99 }, 10, 40)
 	}
 	for seed := uint64(1); seed <= 5; seed++ {
-		rs := map[string]Result{}
+		rs := map[string]result.Result{}
 		for _, name := range []string{"no-hedging", "hedging", "hedging-with-budget"} {
 			s := runSpec(t, f, name)
 			s.Seed = seed
 			rs[name] = mustRun(t, s, name)
 		}
-		pre := func(r Result) float64 { return meanOver(r.Services[0].Bins, svcT, offered, 10, 40) }
+		pre := func(r result.Result) float64 { return meanOver(r.Services[0].Bins, svcT, offered, 10, 40) }
 		plain, naive, budget := rs["no-hedging"], rs["hedging"], rs["hedging-with-budget"]
 		d := meanOver(plain.Clients[0].Bins, cliT, demand, 10, 40)
 		if plain.Verdict == "metastable" {

@@ -24,7 +24,7 @@ type runBuffers struct {
 	reqs    []request
 	freeAtt []int32
 	freeReq []int32
-	queues  []*shed.Queue[int32] // the replicas' queues, service by service
+	queues  []*shed.Queue[uint64] // the replicas' queues, service by service
 	eng     *engine.Storage
 }
 

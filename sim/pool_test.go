@@ -5,14 +5,16 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // TestReuseSameResult: a run on the buffers of an earlier run of another
 // scenario (bigger or smaller, left with work in flight) gives the same
 // Result as a run on new buffers.
 func TestReuseSameResult(t *testing.T) {
-	load := func(name string) Scenario {
-		f, err := Load(filepath.Join("..", "examples", name+".yaml"))
+	load := func(name string) scenario.Scenario {
+		f, err := scenario.Load(filepath.Join("..", "examples", name+".yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}

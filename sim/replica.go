@@ -6,20 +6,19 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/admit"
-	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/shed"
 	"github.com/stormguard/stormguard/sim/engine"
 )
 
-// A replica is one instance of a service: its workers, queue, limiter and
+// A replica is one instance of a service: its admission (an admit.Core,
+// the production gate's core), its workers and their run queue, and its
 // capacity law. A service has one or more behind a balancer.
 type replica struct {
-	queue   *shed.Queue[int32] // with a gate: the run queue of admitted attempts waiting for a worker
-	limiter *limit.Limiter
-	gate    *admit.Core[int32] // admission from a policy file's server block (ServerRef); nil: none
-	busy    int                // workers held: attempts in service and overhead jobs
-	inSvc   int                // attempts in service: working, waiting on calls, or hung
-	working int                // workers doing local work or failure work (worker laws)
+	core    *admit.Core[int32]  // admission: every decision from arrival to release
+	queue   *shed.Queue[uint64] // the run queue: admitted attempts waiting for a worker (their ids; the fast path's fastRefs)
+	busy    int                 // workers held: attempts in service and overhead jobs
+	inSvc   int                 // attempts in service: working, waiting on calls, or hung
+	working int                 // workers doing local work or failure work (worker laws)
 	down    bool
 	// scaling: a replica scaled down drains, then is retired; a new one
 	// boots (down) until its delay has passed and its start-up calls are
@@ -28,60 +27,60 @@ type replica struct {
 	bootLeft                            int
 	upAt                                engine.Time // when it last came up (for a cold start)
 	epoch                               uint32      // counts crashes; events of an older epoch are stale
-	// expiryAt is when an evExpire is scheduled; 0: none.
-	expiryAt engine.Time
+	// expiryAt is when an evExpire is scheduled for the run queue, and
+	// coreTimer when one is for the core's timer (its last Arm); 0: none.
+	expiryAt, coreTimer engine.Time
 	// debt is failure work not yet started by a worker (worker laws).
 	debt time.Duration
 	ps   psState
 }
 
 // newReplica builds replica state from the service's spec (also after a
-// restart: a fresh queue and limiter).
+// restart: a fresh core, limiter and queue).
 func (v *service) newReplica() (replica, error) {
-	if v.spec.Server != nil {
-		return v.newGateReplica()
+	cfg, opts := v.admission()
+	core, err := admit.NewCore[int32](cfg, opts...)
+	if err != nil {
+		if v.spec.Server != nil {
+			return replica{}, fmt.Errorf("policy_file: server: %w", err)
+		}
+		return replica{}, fmt.Errorf("admission: %w", err)
 	}
-	q, err := shed.New[int32](v.spec.Queue.ShedConfig(v.spec.MinRemaining))
+	// The run queue: a server block's FIFO, or the scenario's queue, the
+	// one a thread pool keeps (see scenario.Service.RunQueue).
+	qc := v.spec.RunQueue()
+	q, err := shed.New[uint64](qc)
 	if err != nil {
 		return replica{}, fmt.Errorf("queue: %w", err)
 	}
-	r := replica{queue: q}
-	if v.spec.Limiter != nil {
-		alg, err := v.spec.Limiter.New()
-		if err != nil {
-			return replica{}, fmt.Errorf("limiter: %w", err)
-		}
-		r.limiter = limit.NewLimiter(alg, limit.WithDials(v.dials))
-	}
-	return r, nil
+	return replica{core: core, queue: q}, nil
 }
 
-// newGateReplica builds a replica that admits through an admit.Core of
-// the service's server block, with a FIFO run queue (in effect unbounded,
-// no deadlines: admitted work is never dropped) in front of its workers.
-func (v *service) newGateReplica() (replica, error) {
-	cfg := *v.spec.Server
+// admission returns the configuration of the service's admission core
+// (scenario.Service.Admission, which the lab's gate takes too: a policy
+// file's server block, or the scenario's own admission), with the
+// service's dials; the scenario's own admission without a bound on
+// deadlines, and without a limit when it has no limiter.
+func (v *service) admission() (admit.Config, []admit.CoreOption) {
+	cfg, limited := v.spec.Admission()
 	cfg.Dials = v.dials
-	g, err := admit.NewCore[int32](cfg)
-	if err != nil {
-		return replica{}, fmt.Errorf("policy_file: server: %w", err)
+	opts := []admit.CoreOption{admit.OneGoroutine()}
+	if v.spec.Server != nil {
+		return cfg, opts
 	}
-	q, err := shed.New[int32](QueueSpec{}.ShedConfig(0))
-	if err != nil {
-		return replica{}, fmt.Errorf("run queue: %w", err)
+	// Not used (WithoutMaxTimeout); set above any min_remaining, which
+	// Validate compares with it.
+	cfg.MaxTimeout = math.MaxInt64
+	opts = append(opts, admit.WithoutMaxTimeout())
+	if !limited {
+		opts = append(opts, admit.WithoutLimit())
 	}
-	return replica{queue: q, gate: g, limiter: g.Limiter()}, nil
+	return cfg, opts
 }
 
-// queued returns the attempts waiting at the replica: in its queue, and
-// in its gate's.
-func (r *replica) queued() int {
-	n := r.queue.Len()
-	if r.gate != nil {
-		n += r.gate.Queued()
-	}
-	return n
-}
+// queued returns the attempts waiting at the replica: in its run queue,
+// and in its admission core's queue.
+func (r *replica) queued() int { return r.queue.Len() + r.core.Queued() }
 
 // pickReplica returns the replica the balancer sends an attempt to, or
 // noID when none is up.
@@ -219,13 +218,11 @@ func (w *world) crash(v *service, ri int32) {
 		if !ok {
 			break
 		}
-		w.lostInCrash(it.Payload, v, b)
+		w.lostInCrash(int32(it.Payload), v, b)
 	}
-	for r.gate != nil {
-		ai, ok := r.gate.TakeAt(wall(now))
-		if !ok {
-			break
-		}
+	// The core's queued and joined attempts; its state goes with it (a
+	// fresh core at the restart).
+	for _, ai := range r.core.Drain(wall(now)) {
 		w.lostInCrash(ai, v, b)
 	}
 	if r.busy > 0 {
@@ -240,7 +237,7 @@ func (w *world) crash(v *service, ri int32) {
 		w.eng.Cancel(r.ps.next)
 	}
 	r.ps = psState{}
-	r.busy, r.inSvc, r.working, r.debt, r.expiryAt = 0, 0, 0, 0, 0
+	r.busy, r.inSvc, r.working, r.debt, r.expiryAt, r.coreTimer = 0, 0, 0, 0, 0, 0
 	w.eng.After(v.spec.Crash.Restart, engine.Event{Kind: evRestart, Target: uint32(v.idx), A: int64(ri), B: int64(r.epoch)})
 }
 
@@ -248,13 +245,10 @@ func (w *world) crash(v *service, ri int32) {
 // its caller sees the connection reset.
 func (w *world) lostInCrash(ai int32, v *service, b int) {
 	a := &w.atts[ai]
-	if a.hasPermit {
-		a.hasPermit = false // the limiter is replaced at the restart
-	}
+	a.hasPermit, a.held, a.ref = false, false, admit.Ref{} // the core is replaced at the restart
 	a.decided = true
 	v.stats.crashed[b]++
 	v.stats.total.Crashed++
-	w.settle(ai, v, codeRefused)
 	w.reply(ai, v, codeRefused)
 }
 
@@ -302,7 +296,7 @@ func (w *world) psRate(v *service, r *replica) float64 {
 	if m > v.cores {
 		share = v.cores / m
 	}
-	return share * v.spec.Law.speed(r.inSvc) * w.speed(v, r)
+	return share * v.spec.Law.Speed(r.inSvc) * w.speed(v, r)
 }
 
 // psAdvance brings the work count of replica ri up to now. It must be

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // driveProbe runs s as Run does, with two ways to look inside: probe is called
@@ -12,13 +14,13 @@ import (
 // constant in between), and at(w) once when the clock reaches atS seconds
 // (after the events of that instant). It drives the same world, events and
 // handlers as Run.
-func driveProbe(t *testing.T, s Scenario, atS float64, at func(*world), probe func(w *world, dt float64)) Result {
+func driveProbe(t *testing.T, s scenario.Scenario, atS float64, at func(*world), probe func(w *world, dt float64)) result.Result {
 	t.Helper()
-	s = s.withDefaults()
+	s = s.WithDefaults()
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	w, err := newWorld(s)
+	w, err := newWorld(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func (m *busyMeter) utilisation(workers int) []float64 {
 // turn; with none up, none.
 func TestPickReplica(t *testing.T) {
 	mk := func(lo bool, inSvc ...int) *service {
-		v := &service{spec: Service{Queue: QueueSpec{Capacity: 10}}, leastOutstanding: lo}
+		v := &service{spec: scenario.Service{Queue: scenario.QueueSpec{Capacity: 10}}, leastOutstanding: lo}
 		for _, n := range inSvc {
 			r, err := v.newReplica()
 			if err != nil {
@@ -137,7 +139,7 @@ func TestPickReplica(t *testing.T) {
 // to ±3 % (measured over 10–190 s).
 func TestBalancersSplitEvenly(t *testing.T) {
 	for _, bal := range []string{"round-robin", "least-outstanding"} {
-		v := Service{Workers: 1, Replicas: 4, Balancer: bal, ServiceTime: Dist{Kind: "exponential", Mean: 10 * time.Millisecond}}
+		v := scenario.Service{Workers: 1, Replicas: 4, Balancer: bal, ServiceTime: scenario.Dist{Kind: "exponential", Mean: 10 * time.Millisecond}}
 		m := &busyMeter{from: 10, to: 190, busy: make([]float64, 4)}
 		driveProbe(t, oneService(200, v, 200*time.Second, 1), 0, nil, m.probe)
 		for i, u := range m.utilisation(1) {
@@ -153,8 +155,8 @@ func TestBalancersSplitEvenly(t *testing.T) {
 // replica — with either balancer.
 func TestCrashMovesShare(t *testing.T) {
 	for _, bal := range []string{"round-robin", "least-outstanding"} {
-		v := Service{Workers: 1, Replicas: 4, Balancer: bal, ServiceTime: Dist{Kind: "constant", Mean: 10 * time.Millisecond},
-			Crash: &Crash{Queue: 1_000_000, Restart: time.Hour}}
+		v := scenario.Service{Workers: 1, Replicas: 4, Balancer: bal, ServiceTime: scenario.Dist{Kind: "constant", Mean: 10 * time.Millisecond},
+			Crash: &scenario.Crash{Queue: 1_000_000, Restart: time.Hour}}
 		before := &busyMeter{from: 10, to: 50, busy: make([]float64, 4)}
 		after := &busyMeter{from: 60, to: 190, busy: make([]float64, 4)}
 		probe := func(w *world, dt float64) { before.probe(w, dt); after.probe(w, dt) }
@@ -187,11 +189,11 @@ func TestCrashMovesShare(t *testing.T) {
 // 11 s), back 4.5 s later at 15.5 s, cold for 10 s from a quarter speed:
 // the request at 16 s (u = 0.5) takes 0.1 / 0.2875 s, and so on, exactly.
 func TestColdRestart(t *testing.T) {
-	v := Service{Workers: 1, ServiceTime: Dist{Kind: "constant", Mean: 100 * time.Millisecond},
-		Crash: &Crash{Queue: 1, Restart: 4500 * time.Millisecond, Cold: &Cold{Duration: 10 * time.Second, Speed: 0.25}}}
+	v := scenario.Service{Workers: 1, ServiceTime: scenario.Dist{Kind: "constant", Mean: 100 * time.Millisecond},
+		Crash: &scenario.Crash{Queue: 1, Restart: 4500 * time.Millisecond, Cold: &scenario.Cold{Duration: 10 * time.Second, Speed: 0.25}}}
 	s := oneService(1, v, 40*time.Second, 1)
 	s.Clients[0].Arrivals.Kind = "constant"
-	s.Triggers = []Trigger{{Kind: "pause", Target: "s", At: 10 * time.Second, Duration: 3 * time.Second}}
+	s.Triggers = []scenario.Trigger{{Kind: "pause", Target: "s", At: 10 * time.Second, Duration: 3 * time.Second}}
 	r := run(t, s)
 	if n := r.Services[0].Total.Crashes; n != 1 {
 		t.Fatalf("%d crashes, want 1", n)

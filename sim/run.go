@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // Run simulates one run of a scenario and judges it. name labels the
@@ -14,7 +16,7 @@ import (
 // before the end. The same scenario (with the same seed) always gives the
 // same Result. A scenario beyond [DefaultLimits] is refused with a
 // *[LimitError] (see [RunWithin]).
-func Run(ctx context.Context, s Scenario, name string, progress func(frac float64)) (Result, error) {
+func Run(ctx context.Context, s scenario.Scenario, name string, progress func(frac float64)) (result.Result, error) {
 	return RunWithin(ctx, s, name, progress, DefaultLimits)
 }
 
@@ -26,8 +28,8 @@ const cancelEvery = 1 << 10
 // refuses, with a *[LimitError] and before it allocates the run, a
 // scenario whose [Estimate] exceeds them. Whatever the scenario, it
 // returns soon after ctx is done: it looks at ctx every 1024 events.
-func RunWithin(ctx context.Context, s Scenario, name string, progress func(frac float64), l Limits) (Result, error) {
-	return simulate(ctx, s, name, progress, l, false)
+func RunWithin(ctx context.Context, s scenario.Scenario, name string, progress func(frac float64), l Limits) (result.Result, error) {
+	return simulate(ctx, s, name, runOpts{progress: progress, limits: l})
 }
 
 // RunJudged is [RunWithin] for a caller that needs only the verdict (and
@@ -40,29 +42,67 @@ func RunWithin(ctx context.Context, s Scenario, name string, progress func(frac 
 // when it stopped, Why says why, and the series end there. Runs that are
 // not proven stuck are simulated to the end and give the same Result as
 // RunWithin.
-func RunJudged(ctx context.Context, s Scenario, name string, l Limits) (Result, error) {
-	return simulate(ctx, s, name, nil, l, true)
+func RunJudged(ctx context.Context, s scenario.Scenario, name string, l Limits) (result.Result, error) {
+	return simulate(ctx, s, name, runOpts{limits: l, judged: true})
 }
 
-func simulate(ctx context.Context, s Scenario, name string, progress func(frac float64), l Limits, judged bool) (Result, error) {
-	if err := s.Validate(); err != nil {
-		return Result{}, err
+// RunSpooled is [RunWithin] for a caller that writes the run's series out
+// (`stormguard sim --json` and --out): as each bin closes its series go
+// to sp instead of staying in memory, and the Result's series read them
+// back from it (their Stream is set, their Bins nil; see
+// [result.ClientSeries]), so that what the run holds is its state, not its
+// length: of its bins it keeps only the requests that ended by the bin
+// they arrived in (16 bytes a bin and client), which its verdict reads
+// and the series' arrived_ok and arrived_failed report. The Result is
+// otherwise RunWithin's, and [result.WriteJSON] writes it as encoding/json
+// writes RunWithin's. sp must stay open while the Result is read; an error
+// writing to it is the run's.
+func RunSpooled(ctx context.Context, s scenario.Scenario, name string, progress func(frac float64), l Limits, sp *result.Spool) (result.Result, error) {
+	r, err := simulate(ctx, s, name, runOpts{progress: progress, limits: l, spool: sp})
+	if err == nil {
+		err = sp.Err()
 	}
-	s = s.withDefaults()
+	return r, err
+}
+
+// runOpts is how simulate runs.
+type runOpts struct {
+	progress func(frac float64) // may be nil
+	limits   Limits
+	judged   bool          // RunJudged
+	general  bool          // never on the fast path (tests)
+	spool    *result.Spool // RunSpooled
+}
+
+// simulate runs s, on the fast path (fast.go) when the scenario has its
+// shape and o allows.
+func simulate(ctx context.Context, s scenario.Scenario, name string, o runOpts) (result.Result, error) {
+	progress, l, judged := o.progress, o.limits, o.judged
 	if err := s.Validate(); err != nil {
-		return Result{}, err
+		return result.Result{}, err
 	}
-	if err := l.Check(Estimate(s)); err != nil {
-		return Result{}, err
+	s = s.WithDefaults()
+	if err := s.Validate(); err != nil {
+		return result.Result{}, err
+	}
+	cost := Estimate(s)
+	if o.spool != nil {
+		cost = EstimateSpooled(s)
+	}
+	if err := l.Check(cost); err != nil {
+		return result.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return result.Result{}, err
 	}
-	w, err := newWorld(s)
+	w, err := newWorld(s, o.spool)
 	if err != nil {
-		return Result{}, err
+		return result.Result{}, err
 	}
 	defer w.release() // the next run reuses its arrays, however this one ends
+	if !o.general && !judged && fastShape(&w.sc) == "" {
+		return w.runFast(ctx, name, progress)
+	}
 	w.startEvents()
 	every := max(1, w.nbins/100)
 	var ev engine.Event
@@ -79,7 +119,7 @@ func simulate(ctx context.Context, s Scenario, name string, progress func(frac f
 		if n++; n == cancelEvery {
 			n = 0
 			if err := ctx.Err(); err != nil {
-				return Result{}, err
+				return result.Result{}, err
 			}
 		}
 		if ev.Kind == evBin {
@@ -120,7 +160,7 @@ func (w *world) startEvents() {
 		case "closed":
 			for u := range a.Users {
 				// Users start spread over one think time.
-				t := engine.Time(0).Add(a.Think.sample(&c.rng))
+				t := engine.Time(0).Add(sample(&a.Think, &c.rng))
 				w.eng.At(engine.Time(float64(t)*c.rng.Float64()), engine.Event{Kind: evThink, Target: uint32(i), A: int64(u)})
 			}
 		default:
@@ -131,7 +171,10 @@ func (w *world) startEvents() {
 }
 
 // finish closes the books: requests still in flight, and the verdict.
-func (w *world) finish(name string) Result {
+func (w *world) finish(name string) result.Result {
+	if w.spool != nil {
+		w.flushBins(w.nbins-1, true)
+	}
 	for i := range w.reqs {
 		r := &w.reqs[i]
 		if r.live && w.edges[r.edge].client >= 0 && r.intent == noID {
@@ -150,19 +193,21 @@ func (w *world) finish(name string) Result {
 		}
 	}
 	res := w.result(name)
-	judge(&res, w.sc)
+	result.Judge(&res, w.sc)
 	return res
 }
 
 // stop ends a judged run at the end of the current bin, its verdict
-// settled metastable for the reason why (see RunJudged).
-func (w *world) stop(name, why string) Result {
+// settled for the reason why (see RunJudged): judged as the whole run
+// would be, every request from now on failed (result.JudgeStopped).
+func (w *world) stop(name, why string) result.Result {
 	now := w.now()
+	whole := w.sc
 	w.nbins = int(now / engine.Time(w.bin))
 	w.end, w.sc.Duration = now, time.Duration(now)
 	r := w.finish(name)
-	r.Verdict, r.RecoveryS, r.RecoveredS = "metastable", nil, nil
-	r.Why = why
+	result.JudgeStopped(&r, whole)
+	r.Why += " (" + why + ")"
 	at := time.Duration(now).Seconds()
 	r.StoppedS = &at
 	return r

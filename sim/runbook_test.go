@@ -1,13 +1,14 @@
 package sim
 
 import (
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stormguard/stormguard/autoscale"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // Runbook actions and autoscalers: each action drives the dial or the
@@ -17,28 +18,28 @@ import (
 // TestActions: every kind of action, on a service of 10 workers × 10 ms
 // (1,000/s) under 500 requests/s, measured over the 10 s after it.
 func TestActions(t *testing.T) {
-	base := func() Scenario {
-		s := oneService(500, Service{Workers: 10, ServiceTime: Dist{Kind: "constant", Mean: 10 * time.Millisecond}}, 40*time.Second, 1)
+	base := func() scenario.Scenario {
+		s := oneService(500, scenario.Service{Workers: 10, ServiceTime: scenario.Dist{Kind: "constant", Mean: 10 * time.Millisecond}}, 40*time.Second, 1)
 		s.Clients[0].Timeout = time.Second
 		return s
 	}
-	served := func(r Result) float64 {
-		return meanOver(r.Services[0].Bins, svcT, func(b ServiceBin) float64 { return b.Throughput }, 22, 32)
+	served := func(r result.Result) float64 {
+		return meanOver(r.Services[0].Bins, svcT, func(b result.ServiceBin) float64 { return b.Throughput }, 22, 32)
 	}
 	for _, c := range []struct {
 		name   string
-		action Action
-		check  func(t *testing.T, r Result)
+		action scenario.Action
+		check  func(t *testing.T, r result.Result)
 	}{
-		{"shed half", Action{At: 20 * time.Second, Kind: "shed", Target: "s", Value: 0.5}, func(t *testing.T, r Result) {
+		{"shed half", scenario.Action{At: 20 * time.Second, Kind: "shed", Target: "s", Value: 0.5}, func(t *testing.T, r result.Result) {
 			within(t, "throughput after shedding half (1/s)", served(r), 250, 0.05)
 		}},
-		{"limit 1", Action{At: 20 * time.Second, Kind: "limit", Target: "s", Value: 1}, nil},
-		{"capacity halved", Action{At: 20 * time.Second, Kind: "capacity", Target: "s", Value: 0.4}, func(t *testing.T, r Result) {
+		{"limit 1", scenario.Action{At: 20 * time.Second, Kind: "limit", Target: "s", Value: 1}, nil},
+		{"capacity halved", scenario.Action{At: 20 * time.Second, Kind: "capacity", Target: "s", Value: 0.4}, func(t *testing.T, r result.Result) {
 			// 400/s of capacity under 500/s.
 			within(t, "throughput at 40 % capacity (1/s)", served(r), 400, 0.05)
 		}},
-		{"replicas 2", Action{At: 20 * time.Second, Kind: "replicas", Target: "s", Value: 2, Delay: 5 * time.Second}, func(t *testing.T, r Result) {
+		{"replicas 2", scenario.Action{At: 20 * time.Second, Kind: "replicas", Target: "s", Value: 2, Delay: 5 * time.Second}, func(t *testing.T, r result.Result) {
 			if up := r.Services[0].Bins[22].ReplicasUp; up != 1 {
 				t.Errorf("replicas up 2 s after the action: %v, want 1 (the new one serves 5 s later)", up)
 			}
@@ -46,12 +47,12 @@ func TestActions(t *testing.T) {
 				t.Errorf("replicas up 6 s after the action: %v, want 2", up)
 			}
 		}},
-		{"pause the client", Action{At: 20 * time.Second, Kind: "pause", Target: "c"}, func(t *testing.T, r Result) {
+		{"pause the client", scenario.Action{At: 20 * time.Second, Kind: "pause", Target: "c"}, func(t *testing.T, r result.Result) {
 			if got := served(r); got != 0 {
 				t.Errorf("throughput while paused %v, want 0", got)
 			}
 		}},
-		{"pause the service", Action{At: 20 * time.Second, Kind: "pause", Target: "s"}, func(t *testing.T, r Result) {
+		{"pause the service", scenario.Action{At: 20 * time.Second, Kind: "pause", Target: "s"}, func(t *testing.T, r result.Result) {
 			if got := served(r); got != 0 {
 				t.Errorf("throughput while every edge into it is paused %v, want 0", got)
 			}
@@ -59,7 +60,7 @@ func TestActions(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := base()
-			s.Actions = []Action{c.action}
+			s.Actions = []scenario.Action{c.action}
 			if c.name == "limit 1" {
 				s.Services[0].Limiter = &limit.Spec{Kind: limit.KindFixed, Limit: 100}
 			}
@@ -87,9 +88,9 @@ func TestActions(t *testing.T) {
 func TestRetriesOff(t *testing.T) {
 	s := hotos(1, false)
 	s.Duration = 900 * time.Second
-	s.Actions = []Action{{At: 40 * time.Second, Kind: "retries-off", Target: "app"}}
+	s.Actions = []scenario.Action{{At: 40 * time.Second, Kind: "retries-off", Target: "app"}}
 	r := run(t, s)
-	retries := meanOver(r.Services[0].Bins, svcT, func(b ServiceBin) float64 { return b.OfferedRetries }, 41, 900)
+	retries := meanOver(r.Services[0].Bins, svcT, func(b result.ServiceBin) float64 { return b.OfferedRetries }, 41, 900)
 	if retries != 0 {
 		t.Errorf("retries/s after retries-off: %v, want 0", retries)
 	}
@@ -110,12 +111,16 @@ func TestAutoscalerMetrics(t *testing.T) {
 		metric autoscale.Metric
 		want   float64
 	}{{autoscale.CPU, 0.005}, {autoscale.Concurrency, 5}, {autoscale.Rate, 50}} {
-		s := oneService(50, Service{Workers: 10, ServiceTime: Dist{Kind: "constant", Mean: time.Millisecond},
-			Calls: []Call{{Service: "db", Timeout: time.Second}}}, 100*time.Second, 1)
-		s.Services = append(s.Services, Service{Name: "db", Workers: 100, ServiceTime: Dist{Kind: "constant", Mean: 99 * time.Millisecond}})
-		// The first evaluation is past the end: the meter sees 95 s.
-		s.Services[0].Autoscale = &Autoscale{Policy: autoscale.Policy{Metric: c.metric, Target: c.want, Min: 1, Max: 1, Interval: 200 * time.Second}}
-		w, err := newWorld(s.withDefaults())
+		s := oneService(50, scenario.Service{Workers: 10, ServiceTime: scenario.Dist{Kind: "constant", Mean: time.Millisecond},
+			Calls: []scenario.Call{{Service: "db", Timeout: time.Second}}}, 100*time.Second, 1)
+		s.Services = append(s.Services, scenario.Service{Name: "db", Workers: 100, ServiceTime: scenario.Dist{Kind: "constant", Mean: 99 * time.Millisecond}})
+		// The first evaluation is past the end: the meter sees 95 s. The
+		// replica has served 95 s, less than the default readiness delay
+		// (one interval): with cpu it counts only without one.
+		zero := time.Duration(0)
+		s.Services[0].Autoscale = &scenario.Autoscale{Policy: autoscale.Policy{Metric: c.metric, Target: c.want, Min: 1, Max: 1,
+			Interval: 200 * time.Second, ReadinessDelay: &zero}}
+		w, err := newWorld(s.WithDefaults(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +129,52 @@ func TestAutoscalerMetrics(t *testing.T) {
 		for w.eng.NextUntil(engine.Time(95*time.Second), &ev) {
 			w.Handle(&w.eng, ev)
 		}
-		within(t, string(c.metric), w.observe(&w.services[0]), c.want, 0.05)
+		o := w.observe(&w.services[0])
+		if o.Replicas != 1 || o.Ready != 1 {
+			t.Errorf("%s: observed %+v, want 1 replica, ready", c.metric, o)
+		}
+		within(t, string(c.metric), o.Value, c.want, 0.05)
+	}
+}
+
+// TestAutoscalerReadiness: which replicas' metric counts. A service of 2
+// replicas scaled to 4 at 10 s by a runbook (the new ones serve 20 s
+// later, at 30 s): at 25 s two are starting (not ready); at 40 s all four
+// serve, but with cpu the new ones count only after the readiness delay
+// (one interval, 15 s, by default: from 45 s), with concurrency at once.
+func TestAutoscalerReadiness(t *testing.T) {
+	for _, c := range []struct {
+		metric autoscale.Metric
+		delay  *time.Duration
+		at     time.Duration
+		ready  int
+	}{
+		{autoscale.CPU, nil, 25 * time.Second, 2},
+		{autoscale.CPU, nil, 40 * time.Second, 2},
+		{autoscale.CPU, nil, 46 * time.Second, 4},
+		{autoscale.Concurrency, nil, 25 * time.Second, 2},
+		{autoscale.Concurrency, nil, 40 * time.Second, 4},
+		{autoscale.CPU, new(time.Duration), 40 * time.Second, 4},
+	} {
+		s := oneService(100, scenario.Service{Replicas: 2, Workers: 10, ServiceTime: scenario.Dist{Kind: "constant", Mean: 10 * time.Millisecond}}, 100*time.Second, 1)
+		// Evaluated every 15 s, it changes nothing: the load is low, and
+		// its scale-down stabilization keeps the 4 it first saw.
+		s.Services[0].Autoscale = &scenario.Autoscale{Policy: autoscale.Policy{Metric: c.metric, Target: 0.5, Min: 1, Max: 8,
+			ReadinessDelay: c.delay}}
+		s.Actions = []scenario.Action{{At: 10 * time.Second, Kind: "replicas", Target: "s", Value: 4, Delay: 20 * time.Second}}
+		w, err := newWorld(s.WithDefaults(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.startEvents()
+		var ev engine.Event
+		for w.eng.NextUntil(engine.Time(c.at), &ev) {
+			w.Handle(&w.eng, ev)
+		}
+		o := w.observe(&w.services[0])
+		if o.Replicas != 4 || o.Ready != c.ready || !(o.Value > 0) {
+			t.Errorf("%s (delay %v) at %v: observed %+v, want 4 replicas, %d ready, a value", c.metric, c.delay, c.at, o, c.ready)
+		}
 	}
 }
 
@@ -173,7 +223,7 @@ func TestMoreCapacity(t *testing.T) {
 // relapses (< 10 % from 95 s to 145 s).
 func TestDynamoDB2015(t *testing.T) {
 	f := loadExample(t, "dynamodb-2015.yaml")
-	share := func(r Result, client int, from, to float64) float64 {
+	share := func(r result.Result, client int, from, to float64) float64 {
 		c := r.Clients[client].Bins
 		return meanOver(c, cliT, good, from, to) / meanOver(c, cliT, demand, from, to)
 	}
@@ -192,77 +242,5 @@ func TestDynamoDB2015(t *testing.T) {
 	early := mustRun(t, runSpec(t, f, "resume-too-early"), "resume-too-early")
 	if got := share(early, 0, 95, 145); got > 0.1 {
 		t.Errorf("resume too early: %.0f%% of membership requests served from 95 s to 145 s, want a relapse (< 10%%)", 100*got)
-	}
-}
-
-// TestSlack2021: examples/slack-2021.yaml. The CPU-keyed autoscaler scales
-// the I/O-bound web tier down to at most 3 replicas during the backend's
-// slowdown and is still down 30 s after it ended (recovery ≥ 30 s). Its
-// scale-up floods the configuration service, which other services read
-// too: offered more than its 40 calls/s, averaged over 5 s, in at least 10
-// windows (seeds 1–3: 23–25), and its readers fail (at least 5 % of their
-// reads; 13–16 %), all of them in some 5 s window. Without the start-up
-// calls the same run fails no read: the flood is what fails them. The
-// concurrency- and queue-delay-keyed autoscalers never go below 9 replicas
-// and, like the fixed tier that sheds at its edge, recover within 5 s; their
-// boots never offer the config service more than 44/s over 5 s (41 at most
-// in seeds 1–3) and no read fails.
-func TestSlack2021(t *testing.T) {
-	f := loadExample(t, "slack-2021.yaml")
-	minUp := func(r Result) float64 {
-		m := 1e9
-		for _, b := range r.Services[0].Bins {
-			m = min(m, b.ReplicasUp)
-		}
-		return m
-	}
-	// config: the 5 s windows whose offered load is above 40/s, and the
-	// highest such mean; the readers' failed share, overall and in the
-	// worst 5 s window.
-	config := func(r Result) (over int, peak, failed, worst float64) {
-		cfg, rd := r.Services[2].Bins, r.Clients[1].Bins
-		for i := 0; i+5 <= len(cfg); i++ {
-			o, fl, d := 0.0, 0.0, 0.0
-			for j := i; j < i+5; j++ {
-				o += (cfg[j].OfferedFirst + cfg[j].OfferedRetries) / 5
-				fl += rd[j].ArrivedFailed
-				d += rd[j].Demand
-			}
-			peak = max(peak, o)
-			if o > 40 {
-				over++
-			}
-			if d > 0 {
-				worst = max(worst, fl/d)
-			}
-		}
-		tot := r.Clients[1].Total
-		return over, peak, float64(tot.Failed) / float64(tot.Requests), worst
-	}
-	cpuSpec := runSpec(t, f, "cpu-autoscaler")
-	cpu := mustRun(t, cpuSpec, "cpu-autoscaler")
-	if m := minUp(cpu); m > 3 || cpu.RecoveryS == nil || *cpu.RecoveryS < 30 {
-		t.Errorf("cpu: down to %v replicas, recovery %v s; want ≤ 3, ≥ 30 s", m, fmtPtr(cpu.RecoveryS))
-	}
-	if over, peak, failed, worst := config(cpu); over < 10 || failed < 0.05 || worst < 0.99 {
-		t.Errorf("cpu: config above 40/s in %d windows of 5 s (peak %.0f/s), readers failed %.1f%% (worst 5 s %.0f%%); want ≥ 10, ≥ 5%%, 100%%",
-			over, peak, 100*failed, 100*worst)
-	}
-	quiet := cpuSpec
-	quiet.Services = slices.Clone(quiet.Services)
-	as := *quiet.Services[0].Autoscale
-	as.Startup = nil
-	quiet.Services[0].Autoscale = &as
-	if _, peak, failed, _ := config(mustRun(t, quiet, "cpu-autoscaler without start-up calls")); failed > 0 {
-		t.Errorf("cpu without start-up calls: readers failed %.1f%% (config peak %.0f/s), want none", 100*failed, peak)
-	}
-	for _, name := range []string{"concurrency-autoscaler", "queue-delay-autoscaler", "fixed-with-shedding"} {
-		r := mustRun(t, runSpec(t, f, name), name)
-		if m := minUp(r); m < 9 || r.RecoveryS == nil || *r.RecoveryS > 5 {
-			t.Errorf("%s: down to %v replicas, recovery %v s; want ≥ 9 and ≤ 5 s", name, m, fmtPtr(r.RecoveryS))
-		}
-		if _, peak, failed, _ := config(r); peak > 44 || failed > 0 {
-			t.Errorf("%s: config offered %.0f/s at most over 5 s, readers failed %.1f%%; want ≤ 44/s and none", name, peak, 100*failed)
-		}
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"time"
 
 	"github.com/stormguard/stormguard/autoscale"
@@ -10,18 +11,25 @@ import (
 // Runbook actions and autoscaling: replicas that come and go, and the
 // metrics an autoscaler reads.
 
-// meter integrates what an autoscaler reads over its interval: the work in
-// progress (for cpu), the attempts in service, the replicas serving, queue
-// waits and arrivals. It runs only for a service with an autoscaler.
+// meter integrates what an autoscaler reads over its interval: per
+// replica slot the time it served, its busy capacity (for cpu) and its
+// attempts in service; for the service, queue waits and arrivals. It runs
+// only for a service with an autoscaler.
 type meter struct {
 	on      bool
 	last    engine.Time
-	work    float64 // ∫ busy capacity dt, in units of workers (cores) × ns
-	inSvc   float64 // ∫ attempts in service dt
-	up      float64 // ∫ replicas serving dt
-	waits   float64 // queue waits of the attempts that started, ns
+	slots   []slotMeter // by replica slot
+	up      float64     // ∫ replicas serving dt, draining ones included (for rate)
+	waits   float64     // queue waits of the attempts that started, ns
 	started int64
 	arrived int64
+}
+
+// slotMeter is what one replica did in the interval.
+type slotMeter struct {
+	up    float64 // ∫ serving dt, ns
+	work  float64 // ∫ busy capacity dt, in units of workers (cores) × ns
+	inSvc float64 // ∫ attempts in service dt
 }
 
 // integrate brings the meter of v up to now; call it before anything the
@@ -42,56 +50,84 @@ func (w *world) integrateOn(v *service) {
 	if dt <= 0 {
 		return
 	}
+	for len(m.slots) < len(v.reps) {
+		m.slots = append(m.slots, slotMeter{})
+	}
 	for ri := range v.reps {
 		r := &v.reps[ri]
 		if r.down {
 			continue
 		}
+		s := &m.slots[ri]
 		m.up += dt
-		m.inSvc += dt * float64(r.inSvc)
+		s.up += dt
+		s.inSvc += dt * float64(r.inSvc)
 		if v.ps {
-			m.work += dt * min(float64(len(r.ps.jobs)), v.cores) / v.cores
+			s.work += dt * min(float64(len(r.ps.jobs)), v.cores) / v.cores
 		} else {
-			m.work += dt * float64(r.working) / float64(v.workers)
+			s.work += dt * float64(r.working) / float64(v.workers)
 		}
 	}
 }
 
-// observe returns the autoscaler's metric over the interval and resets the
-// meter.
-func (w *world) observe(v *service) float64 {
+// observe returns what the autoscaler reads over the interval — the
+// replicas asked for, those whose metric counts, and the metric — and
+// resets the meter. A replica's metric counts when it serves, is not
+// draining, and has served long enough for the policy (autoscale's
+// Policy.Counts: with cpu, its readiness delay); cpu and concurrency are
+// averaged over the time those replicas served, rate is the service's
+// arrivals over the time all its replicas served, queue-delay the mean
+// wait of the attempts that started.
+func (w *world) observe(v *service) autoscale.Observation {
 	w.integrate(v)
 	m := &v.meter
-	var x float64
-	switch v.scaler.Policy().Metric {
+	p := v.scaler.Policy()
+	now := w.now()
+	o := autoscale.Observation{Replicas: v.replicasWanted()}
+	var up, work, inSvc float64
+	for ri := range v.reps {
+		r := &v.reps[ri]
+		if r.retired || r.draining || r.down || !p.Counts(time.Duration(now-r.upAt)) {
+			continue
+		}
+		o.Ready++
+		if ri < len(m.slots) {
+			s := &m.slots[ri]
+			up, work, inSvc = up+s.up, work+s.work, inSvc+s.inSvc
+		}
+	}
+	o.Value = math.NaN()
+	switch p.Metric {
 	case autoscale.CPU:
-		if m.up > 0 {
-			x = m.work / m.up
+		if up > 0 {
+			o.Value = work / up
 		}
 	case autoscale.Concurrency:
-		if m.up > 0 {
-			x = m.inSvc / m.up
+		if up > 0 {
+			o.Value = inSvc / up
 		}
 	case autoscale.QueueDelay:
+		o.Value = 0
 		if m.started > 0 {
-			x = m.waits / float64(m.started) / 1e9
+			o.Value = m.waits / float64(m.started) / 1e9
 		}
 	case autoscale.Rate:
 		if m.up > 0 {
-			x = float64(m.arrived) / (m.up / 1e9)
+			o.Value = float64(m.arrived) / (m.up / 1e9)
 		}
 	}
-	*m = meter{on: true, last: w.now()}
-	return x
+	slots := m.slots
+	clear(slots)
+	*m = meter{on: true, last: now, slots: slots}
+	return o
 }
 
 // onAutoscale: the autoscaler's evaluation.
 func (w *world) onAutoscale(si int32) {
 	v := &w.services[si]
-	x := w.observe(v)
-	cur := v.replicasWanted()
-	d := v.scaler.DecideAt(wall(w.now()), cur, x)
-	if d.Replicas != cur {
+	o := w.observe(v)
+	d := v.scaler.DecideAt(wall(w.now()), o)
+	if d.Replicas != o.Replicas {
 		w.setReplicas(v, d.Replicas, v.scaleDelay)
 	}
 	if next := w.now().Add(v.scaler.Policy().Interval); next < w.end {
@@ -112,7 +148,8 @@ func (v *service) replicasWanted() int {
 }
 
 // setReplicas makes v run n replicas: new ones serve delay later (after
-// their start-up calls); surplus ones drain, newest first.
+// their start-up calls); of the surplus, those not serving are dropped,
+// then the newest serving ones drain.
 func (w *world) setReplicas(v *service, n int, delay time.Duration) {
 	w.integrate(v)
 	cur := v.replicasWanted()
@@ -130,20 +167,33 @@ func (w *world) setReplicas(v *service, n int, delay time.Duration) {
 		}
 		w.bootReplica(v, ri, delay)
 	}
-	for j := len(v.reps) - 1; j >= 0 && cur > n; j-- {
-		r := &v.reps[j]
-		if r.retired || r.draining {
-			continue
+	// Those not serving (starting, or crashed) go first, as a ReplicaSet
+	// removes its unready pods first; then the newest serving ones.
+	for pass := 0; pass < 2 && cur > n; pass++ {
+		for j := len(v.reps) - 1; j >= 0 && cur > n; j-- {
+			r := &v.reps[j]
+			if r.retired || r.draining || r.down != (pass == 0) {
+				continue
+			}
+			cur--
+			if r.down {
+				// It never comes up.
+				r.retired = true
+				r.epoch++
+				v.meter.clear(j)
+				continue
+			}
+			r.draining = true
+			w.maybeRetire(v, int32(j))
 		}
-		cur--
-		if r.down {
-			// Not serving yet (starting, or crashed): it never comes up.
-			r.retired = true
-			r.epoch++
-			continue
-		}
-		r.draining = true
-		w.maybeRetire(v, int32(j))
+	}
+}
+
+// clear forgets what the replica in slot ri did in the interval (it is
+// gone; a new replica may take the slot).
+func (m *meter) clear(ri int) {
+	if ri < len(m.slots) {
+		m.slots[ri] = slotMeter{}
 	}
 }
 
@@ -229,6 +279,7 @@ func (w *world) maybeRetire(v *service, ri int32) {
 	w.integrate(v)
 	r.draining, r.retired, r.down = false, true, true
 	r.epoch++
+	v.meter.clear(int(ri))
 }
 
 // --- runbook actions -------------------------------------------------------

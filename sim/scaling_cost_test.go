@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // mm1At is issue 16's M/M/1 model at load rho: one FIFO worker with
@@ -18,12 +20,12 @@ import (
 // 1 s client timeout and one allowed retry (which fire only at loads near
 // 1: a sojourn above 1 s has probability e^-(1000 − λ)·1s), for d of virtual
 // time in 1 s bins.
-func mm1At(rho float64, d time.Duration) Scenario {
+func mm1At(rho float64, d time.Duration) scenario.Scenario {
 	p, _ := retry.Preset("naive")
 	p.MaxAttempts = 2
-	return Scenario{Name: "mm1", Duration: d, Seed: 1,
-		Clients:  []Client{{Name: "app", Target: "db", Arrivals: Arrivals{Kind: "poisson", Rate: rho * 1000}, Policy: PolicySpec{Preset: "naive", Policy: p}, Timeout: time.Second}},
-		Services: []Service{{Name: "db", Workers: 1, ServiceTime: Dist{Kind: "exponential", Mean: time.Millisecond}}},
+	return scenario.Scenario{Name: "mm1", Duration: d, Seed: 1,
+		Clients:  []scenario.Client{{Name: "app", Target: "db", Arrivals: scenario.Arrivals{Kind: "poisson", Rate: rho * 1000}, Policy: scenario.PolicySpec{Preset: "naive", Policy: p}, Timeout: time.Second}},
+		Services: []scenario.Service{{Name: "db", Workers: 1, ServiceTime: scenario.Dist{Kind: "exponential", Mean: time.Millisecond}}},
 	}
 }
 
@@ -48,7 +50,7 @@ type runCost struct {
 // the whole horizon when the run starts) and those its Result holds (a
 // ClientBin or ServiceBin per series). Both are O(duration / bin) by
 // design: they are the run's output.
-func seriesPerBin(s Scenario) (running, result int64) {
+func seriesPerBin(s scenario.Scenario) (running, held int64) {
 	perSlices := func(t reflect.Type) int64 {
 		var n int64
 		for i := range t.NumField() {
@@ -63,13 +65,13 @@ func seriesPerBin(s Scenario) (running, result int64) {
 	}
 	c, v := int64(len(s.Clients)), int64(len(s.Services))
 	running = c*perSlices(reflect.TypeFor[clientStats]()) + v*perSlices(reflect.TypeFor[serviceStats]())
-	result = c*int64(unsafe.Sizeof(ClientBin{})) + v*int64(unsafe.Sizeof(ServiceBin{}))
-	return running, result
+	held = c*int64(unsafe.Sizeof(result.ClientBin{})) + v*int64(unsafe.Sizeof(result.ServiceBin{}))
+	return running, held
 }
 
 // measureRun runs s once and returns what it cost in memory (see runCost).
 // The collections it forces cost time: it is not for timing.
-func measureRun(tb testing.TB, s Scenario) runCost {
+func measureRun(tb testing.TB, s scenario.Scenario) runCost {
 	tb.Helper()
 	var m runtime.MemStats
 	var base int64
@@ -155,7 +157,7 @@ func TestCostScalesWithHorizon(t *testing.T) {
 		{"DD1", true, 1.25},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			model := func(d time.Duration) Scenario {
+			model := func(d time.Duration) scenario.Scenario {
 				s := mm1At(0.9, d)
 				if tc.fixed {
 					s.Clients[0].Arrivals.Kind = "constant"
@@ -163,7 +165,7 @@ func TestCostScalesWithHorizon(t *testing.T) {
 				}
 				return s
 			}
-			running, result := seriesPerBin(model(base))
+			running, held := seriesPerBin(model(base))
 			c10 := measureRun(t, model(10*base))
 			c100 := measureRun(t, model(100*base))
 			rest := func(c runCost) int64 { return c.peakLive - int64(c.nbins)*running }
@@ -193,10 +195,10 @@ func TestCostScalesWithHorizon(t *testing.T) {
 			extraBins := float64(c100.nbins - c10.nbins)
 			perBin := float64(int64(c100.allocated)-int64(c10.allocated)) / extraBins
 			t.Logf("per extra bin (900 requests): allocated %.0f B, peak live heap %.0f B; the series hold %d B per bin running and %d B in the Result",
-				perBin, float64(c100.peakLive-c10.peakLive)/extraBins, running, result)
-			if want := 1.25 * float64(running+result); tc.fixed && perBin > want {
+				perBin, float64(c100.peakLive-c10.peakLive)/extraBins, running, held)
+			if want := 1.25 * float64(running+held); tc.fixed && perBin > want {
 				t.Errorf("allocated per extra bin of horizon: %.0f B, want at most %.0f (1.25 × the series' %d B per bin): something besides the series grows with the horizon",
-					perBin, want, running+result)
+					perBin, want, running+held)
 			}
 		})
 	}

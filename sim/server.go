@@ -3,9 +3,11 @@ package sim
 import (
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/shed"
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // The server side: admission, workers, downstream calls and answers, per
@@ -40,12 +42,11 @@ func (w *world) maybeFree(ai int32) {
 }
 
 // deliver: an attempt reaches its service; the balancer picks a replica;
-// admission.
+// the replica's admission core decides.
 func (w *world) deliver(ai int32) {
 	a := &w.atts[ai]
 	v := &w.services[a.svc]
-	now := w.now()
-	b := w.binOf(int64(now))
+	b := w.binOf(int64(w.now()))
 	if c := v.spec.Capacity; c != nil {
 		w.arrived(a, v, b)
 		w.tickAdmit(ai, v, c)
@@ -61,57 +62,31 @@ func (w *world) deliver(ai int32) {
 	}
 	a.rep = ri
 	w.arrived(a, v, b)
+	// Admission: the replica's core decides (see admit.go); written here,
+	// not called, as this is every attempt's path.
 	r := &v.reps[ri]
-	if v.dials.ShedPPM() > 0 && v.dials.Shed(uint32(v.rng.Float64()*1e6)) {
-		// The kill switch sheds a fraction first, as the production gate does.
-		w.reject(ai, v, v.spec.FailureCost.Refuse)
-		return
+	now := wall(w.now())
+	// The request and the core's answer live in w: neither is cleared and
+	// built anew for every attempt (the core writes the answer's fields its
+	// step reads out, and a request carries only its attempt number).
+	req, in := &w.req, &w.entered
+	req.Attempt = int(a.number)
+	var ctxDL time.Time
+	if a.deadline != 0 && v.deadlines {
+		ctxDL = wall(a.deadline)
 	}
-	if r.gate != nil {
-		w.admitAt(ai, v, ri) // the production gate's core (ServerRef)
-		return
+	keyed := a.skey != 0 && r.core.Superseding()
+	switch r.core.EnterAt(now, req, ctxDL, keyed, v.draw, in) {
+	case admit.Go:
+		a.permit, a.hasPermit = in.Permit, true
+		a.admitDL = engineTime(in.Deadline)
+		w.admitStart(ai, v, ri)
+	case admit.Stop:
+		w.answer(ai, v, in.Decision)
+	default:
+		a.admitDL = engineTime(in.Deadline)
+		w.hold(ai, v, ri, now, keyed)
 	}
-	if v.expire && a.deadline != 0 && now.Add(v.minRemain) >= a.deadline {
-		w.expired(ai, v)
-		return
-	}
-	if r.limiter != nil {
-		p, ok := r.limiter.AcquireAt(wall(now))
-		if !ok {
-			w.reject(ai, v, v.spec.FailureCost.Refuse)
-			return
-		}
-		a.permit, a.hasPermit = p, true
-	}
-	now0 := r.busy < v.workers && v.paused == 0 && r.queue.Len() == 0 && r.debt == 0
-	if v.sup != nil && a.skey != 0 && w.supersedeAt(ai, v, !now0) {
-		return // it took a queued twin's place, or waits for one in service
-	}
-	if now0 {
-		v.meter.started++
-		w.start(ai, v, ri)
-		return
-	}
-	// The item and the outcome live in w (PushTo), so that neither is
-	// copied whole right after being written field by field: the wide
-	// loads of such a copy stall on the narrow stores.
-	it, adm := &w.pushItem, &w.pushAdm
-	it.Payload, it.Attempt = ai, int(a.number) // PushTo sets Enqueued in the queue
-	it.Deadline = time.Time{}
-	if v.expire && a.deadline != 0 {
-		it.Deadline = wall(a.deadline)
-	}
-	r.queue.PushTo(wall(now), it, adm)
-	a.qh = adm.Handle
-	// Read before answering anyone: an answer may lead to another push.
-	refused, vr, victim := adm.Refused, adm.VictimReason, adm.Victim.Payload
-	if vr != shed.None {
-		w.leaveQueue(victim, vr, v, v.spec.FailureCost.Shed)
-	}
-	if refused != shed.None {
-		w.leaveQueue(ai, refused, v, v.spec.FailureCost.Refuse)
-	}
-	w.scheduleExpiry(v, ri)
 	w.maybeCrash(v, ri)
 }
 
@@ -127,47 +102,44 @@ func (w *world) arrived(a *attempt, v *service, b int) {
 	}
 }
 
-// leaveQueue answers an item the queue gave up for reason why; a rejection
-// costs cost of failure work.
-func (w *world) leaveQueue(ai int32, why shed.Reason, v *service, cost time.Duration) {
-	if why == shed.Expired {
-		w.expired(ai, v)
-		return
-	}
-	w.reject(ai, v, cost)
-}
-
 // reject answers an attempt at once: shed. cost is the failure work it
 // takes.
 func (w *world) reject(ai int32, v *service, cost time.Duration) {
 	a := &w.atts[ai]
-	if a.hasPermit {
-		a.permit.IgnoreAt(wall(w.now()))
-		a.hasPermit = false
-	}
 	a.decided = true
 	v.stats.shed[w.binOf(int64(w.now()))]++
 	v.stats.total.Shed++
 	ri := a.rep
-	w.settle(ai, v, codeShed)
 	w.reply(ai, v, codeShed) // a may be reused from here on
 	w.charge(v, ri, cost)
 }
 
-// expired drops an attempt whose deadline passed: nobody waits, no answer.
+// expired drops an attempt whose deadline passed, or whose caller left:
+// nobody waits, no answer.
 func (w *world) expired(ai int32, v *service) {
 	a := &w.atts[ai]
-	if a.hasPermit {
-		a.permit.IgnoreAt(wall(w.now()))
-		a.hasPermit = false
-	}
 	a.decided = true
 	v.stats.expired[w.binOf(int64(w.now()))]++
 	v.stats.total.Expired++
 	ri := a.rep
-	w.settle(ai, v, codeNone)
 	w.srvDone(ai)
 	w.charge(v, ri, v.spec.FailureCost.Expire)
+}
+
+// superseded answers an attempt a newer twin replaced in the core's queue.
+func (w *world) superseded(ai int32, v *service) {
+	w.atts[ai].decided = true
+	v.stats.total.Superseded++
+	v.stats.superseded[w.binOf(int64(w.now()))]++
+	w.reply(ai, v, codeSuperseded)
+}
+
+// joined answers an attempt that waited for its twin with the twin's
+// answer, code.
+func (w *world) joined(ai int32, v *service, code int) {
+	w.atts[ai].decided = true
+	v.stats.total.Joined++
+	w.reply(ai, v, code)
 }
 
 // reply sends an attempt's answer back to its caller.
@@ -205,9 +177,6 @@ func (w *world) start(ai int32, v *service, ri int32) {
 	}
 	r.inSvc++
 	a.inSvc = true
-	if a.tracked {
-		v.sup.StartAt(wall(w.now()), a.skey)
-	}
 	if v.hangP > 0 && v.rng.Float64() < v.hangP {
 		w.hang(ai, v)
 		if v.ps && v.psByN {
@@ -215,7 +184,7 @@ func (w *world) start(ai int32, v *service, ri int32) {
 		}
 		return
 	}
-	st := v.spec.ServiceTime.sample(&v.rng)
+	st := sample(&v.spec.ServiceTime, &v.rng)
 	if v.perRequest > 0 {
 		st += time.Duration(r.inSvc) * v.perRequest
 	}
@@ -229,7 +198,7 @@ func (w *world) start(ai int32, v *service, ri int32) {
 	r.working++
 	f := w.speed(v, r)
 	if l := v.spec.Law; l != nil {
-		f *= l.speed(r.inSvc) // a nil law's speed is 1: f stays f
+		f *= l.Speed(r.inSvc) // a nil law's speed is 1: f stays f
 	}
 	if f != 1 {
 		st = time.Duration(float64(st) / f)
@@ -264,12 +233,10 @@ func (w *world) onRelease(ai int32) {
 	a.decided = true
 	v.stats.hung[w.binOf(int64(w.now()))]++
 	v.stats.total.Hung++
-	w.settle(ai, v, codeNone)
-	if a.hasPermit {
-		a.permit.DroppedAt(wall(w.now()))
-		a.hasPermit = false
-	}
 	w.leaveService(ai, v)
+	// Its handler gives up without an answer: an overload failure, or work
+	// nobody waits for; nothing to replay to its twins.
+	w.releaseAttempt(ai, v, wall(w.now()), admit.FailedOverload, codeNone)
 	w.srvDone(ai)
 	w.startNext(v, a.rep)
 }
@@ -338,26 +305,17 @@ func (w *world) callDone(ai int32, ok, degraded bool, attempts int32, reason err
 		a.degraded = true
 	default:
 		code := codeError
-		if attempts > 1 || reasonStopsAbove(reason) {
+		if _, stop := retry.StopsAbove(reason, int(attempts)); stop {
 			code = codeExhausted
 		}
+		w.atts[ai].callFailed = true
 		w.complete(ai, v, code)
 		return
 	}
 	w.nextCall(ai, v)
 }
 
-// reasonStopsAbove: give-ups after which the layers above must not retry
-// (see retry.GiveUpError.RetryClass).
-func reasonStopsAbove(reason error) bool {
-	switch reason {
-	case retry.ErrBudgetExhausted, retry.ErrRetriesDisabled, retry.ErrServerSaidStop:
-		return true
-	}
-	return false
-}
-
-// complete: the worker finishes the attempt and answers.
+// complete: the worker finishes the attempt and answers with code.
 func (w *world) complete(ai int32, v *service, code int) {
 	a := &w.atts[ai]
 	now := w.now()
@@ -369,24 +327,30 @@ func (w *world) complete(ai int32, v *service, code int) {
 		w.leaveService(ai, v)
 	}
 	a.decided = true
-	v.stats.completed[b]++
-	v.stats.total.Completed++
-	if a.waiting {
-		v.stats.goodput[b]++
-		v.stats.total.Goodput++
-	} else {
-		v.stats.wasted[b]++
-		v.stats.total.Wasted++
-	}
-	if a.hasPermit {
-		a.permit.SuccessAt(wall(now))
-		a.hasPermit = false
-	}
 	if (code == codeOK || code == codeDegraded) && v.errRate > 0 && v.rng.Float64() < v.errRate {
 		code = codeError
 	}
+	o := outcomeOf(code, a.callFailed)
+	// The core counts it by the release rule, teaches the limiter what
+	// production's would learn, and answers the attempts that joined it (or
+	// sends them through again). releaseAttempt's work, written here for
+	// the attempts without a key, as this is every attempt's path.
+	var f admit.Fate
+	switch t := wall(now); {
+	case tick:
+		f = admit.Classify(t, time.Time{}, !a.waiting, o)
+	case a.ref.Keyed():
+		f = w.releaseKeyed(ai, v, t, o, code)
+	default:
+		a.hasPermit = false
+		core := v.reps[a.rep].core
+		var handOn bool
+		if f, handOn = core.ReleaseAt(t, &a.permit, wallOrZero(a.admitDL), !a.waiting, o); handOn {
+			w.exec(v, a.rep, core.DispatchAt(t))
+		}
+	}
+	v.stats.completed1(b, f)
 	ri := a.rep
-	w.settle(ai, v, code)
 	w.reply(ai, v, code)
 	if tick {
 		return
@@ -397,6 +361,22 @@ func (w *world) complete(ai int32, v *service, code int) {
 	w.startNext(v, ri)
 }
 
+// outcomeOf is how an attempt's work ended, as its server's shell would tell
+// its core: a success (a fallback's too); an overload failure when a call
+// it made failed (its answer is 502, 503 or 504: a call refused or timed
+// out below); else a failure that says nothing about load (an error of its
+// own, error_rate's 500).
+func outcomeOf(code int, callFailed bool) admit.Outcome {
+	switch {
+	case code == codeOK || code == codeDegraded:
+		return admit.Succeeded
+	case callFailed:
+		return admit.FailedOverload
+	default:
+		return admit.Failed
+	}
+}
+
 // startNext fills idle workers of replica ri: failure work first, then the
 // queue.
 func (w *world) startNext(v *service, ri int32) {
@@ -404,7 +384,6 @@ func (w *world) startNext(v *service, ri int32) {
 	if r.down {
 		return
 	}
-	w.admitDispatch(v, ri) // a gate hands freed slots on first (ServerRef)
 	now := wall(w.now())
 	for r.busy < v.workers && v.paused == 0 {
 		if w.startOverhead(v, ri) {
@@ -415,22 +394,22 @@ func (w *world) startNext(v *service, ri int32) {
 			break
 		}
 		if why != shed.None {
-			w.leaveQueue(it.Payload, why, v, v.spec.FailureCost.Shed)
+			w.dropRun(int32(it.Payload), v, why)
 			continue
 		}
 		if v.meter.on {
 			v.meter.waits += float64(now.Sub(it.Enqueued))
 			v.meter.started++
 		}
-		w.start(it.Payload, v, ri)
+		w.start(int32(it.Payload), v, ri)
 	}
 	if r.draining {
 		w.maybeRetire(v, ri)
 	}
 }
 
-// scheduleExpiry makes sure an evExpire fires when replica ri's queue's
-// next item falls due.
+// scheduleExpiry makes sure an evExpire fires when replica ri's run
+// queue's next item falls due.
 func (w *world) scheduleExpiry(v *service, ri int32) {
 	r := &v.reps[ri]
 	t, ok := r.queue.NextExpiry()
@@ -460,15 +439,15 @@ func (w *world) onExpire(si, ri int32) {
 		if !ok {
 			break
 		}
-		w.leaveQueue(it.Payload, why, v, v.spec.FailureCost.Shed)
+		w.dropRun(int32(it.Payload), v, why)
 	}
 	w.scheduleExpiry(v, ri)
-	w.admitDispatch(v, ri) // a gate's queued attempts fall due too (ServerRef)
+	w.tick(v, ri) // the core's queue falls due too
 }
 
 // tickAdmit is the seed 004 virtual-capacity service: PerTick admissions
 // per Tick, the rest fail at once.
-func (w *world) tickAdmit(ai int32, v *service, c *TickCapacity) {
+func (w *world) tickAdmit(ai int32, v *service, c *scenario.TickCapacity) {
 	now := w.now()
 	tick := engine.Time(c.Tick)
 	if start := now / tick * tick; start != v.tickStart {
@@ -482,6 +461,6 @@ func (w *world) tickAdmit(ai int32, v *service, c *TickCapacity) {
 		return
 	}
 	v.tickCount++
-	st := v.spec.ServiceTime.sample(&v.rng)
+	st := sample(&v.spec.ServiceTime, &v.rng)
 	w.eng.After(st, engine.Event{Kind: evWorkDone, A: int64(ai), B: int64(w.atts[ai].gen)})
 }

@@ -3,29 +3,37 @@ package sim
 import (
 	"errors"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/retry"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
-// clientStats counts one client's requests per bin.
+// clientStats counts one client's requests per bin. The per-bin arrays
+// hold a bin in each of their places (see world.binOf): every bin of the
+// run, or, when the run spools its bins (world.spool), the two that can
+// be open at once, place b&1 for bin b. okArr and failArr, which count a
+// request in the bin it arrived in when it ends, and which the verdict
+// reads, hold every bin.
 type clientStats struct {
 	demand, goodput, degraded []int64
-	okArr, failArr            []int64   // by the request's arrival bin
-	gaveUp                    []GiveUps // counts, converted to rates at the end
+	okArr, failArr            []int64          // by the request's arrival bin
+	gaveUp                    []result.GiveUps // counts, converted to rates at the end
 	p50, p99, budget          []float64
 	lat                       []float64 // latencies (s) of successes in the open bin
-	total                     ClientTotal
+	total                     result.ClientTotal
 }
 
-func (s *clientStats) init(n int) {
-	s.demand = make([]int64, n)
-	s.goodput = make([]int64, n)
-	s.degraded = make([]int64, n)
+// init makes the arrays for n bins, with places for places of them.
+func (s *clientStats) init(n, places int) {
+	s.demand = make([]int64, places)
+	s.goodput = make([]int64, places)
+	s.degraded = make([]int64, places)
 	s.okArr = make([]int64, n)
 	s.failArr = make([]int64, n)
-	s.gaveUp = make([]GiveUps, n)
-	s.p50 = make([]float64, n)
-	s.p99 = make([]float64, n)
-	s.budget = make([]float64, n)
+	s.gaveUp = make([]result.GiveUps, places)
+	s.p50 = make([]float64, places)
+	s.p99 = make([]float64, places)
+	s.budget = make([]float64, places)
 }
 
 // closeBin computes the bin's latency percentiles and resets the sample.
@@ -123,6 +131,24 @@ func b2i(b bool) int {
 func (s *clientStats) gaveUpFor(b int, reason error) {
 	g := &s.gaveUp[b]
 	t := &s.total.GaveUp
+	// The retrier's reasons are its sentinels themselves, mostly: a
+	// comparison finds them, where errors.Is would cost some hundred
+	// instructions each (a failing request's). Wrapped ones go the long
+	// way below, to the same counts.
+	switch reason {
+	case retry.ErrAttemptsExhausted:
+		g.Attempts++
+		t.Attempts++
+		return
+	case retry.ErrBudgetExhausted:
+		g.Budget++
+		t.Budget++
+		return
+	case retry.ErrDeadline, retry.ErrCanceled:
+		g.Deadline++
+		t.Deadline++
+		return
+	}
 	switch {
 	case errors.Is(reason, retry.ErrBudgetExhausted):
 		g.Budget++
@@ -157,24 +183,42 @@ type serviceStats struct {
 	hung, crashed, crashes, cacheHits, cacheMisses, superseded []int64
 	overhead                                                   []int64 // ns of failure work
 	queue, busy, limit, up                                     []float64
-	total                                                      ServiceTotal
+	total                                                      result.ServiceTotal
 }
 
-func (s *serviceStats) init(n int) {
+// completed1 counts a completion in bin place b that counted as f.
+func (s *serviceStats) completed1(b int, f admit.Fate) {
+	s.completed[b]++
+	s.total.Completed++
+	switch f {
+	case admit.FateGoodput:
+		s.goodput[b]++
+		s.total.Goodput++
+	case admit.FateFailed:
+		s.total.Failed++
+	default:
+		s.wasted[b]++
+		s.total.Wasted++
+	}
+}
+
+// init makes the arrays for places bins (see clientStats).
+func (s *serviceStats) init(places int) {
 	for _, p := range []*[]int64{&s.first, &s.retries, &s.completed, &s.goodput, &s.wasted, &s.shed, &s.expired,
 		&s.hung, &s.crashed, &s.crashes, &s.cacheHits, &s.cacheMisses, &s.overhead, &s.superseded} {
-		*p = make([]int64, n)
+		*p = make([]int64, places)
 	}
-	s.queue = make([]float64, n)
-	s.busy = make([]float64, n)
-	s.limit = make([]float64, n)
-	s.up = make([]float64, n)
+	s.queue = make([]float64, places)
+	s.busy = make([]float64, places)
+	s.limit = make([]float64, places)
+	s.up = make([]float64, places)
 }
 
-// binOf returns the bin of virtual time t, clamped to the last bin. Most
-// calls ask about the bin the last one did: it is kept, clamped, with its
-// bounds [binLo, binHi), and a t within them skips the division and the
-// clamp.
+// binOf returns the place in the per-bin arrays of the bin of virtual time
+// t, clamped to the last bin: the bin itself (binMask is all ones), or,
+// when the run spools its bins, the bin & 1. Most calls ask about the bin
+// the last one did: it is kept, clamped, with its bounds [binLo, binHi),
+// and a t within them skips the division and the clamp.
 func (w *world) binOf(t int64) int {
 	if t >= w.binLo && t < w.binHi {
 		return w.binAt
@@ -191,29 +235,43 @@ func (w *world) binOfNew(t int64) int {
 		c = w.nbins - 1
 	}
 	if t >= 0 {
-		w.binAt, w.binLo, w.binHi = c, b*int64(w.bin), (b+1)*int64(w.bin)
+		w.binAt, w.binNum, w.binLo, w.binHi = c&w.binMask, c, b*int64(w.bin), (b+1)*int64(w.bin)
 	}
-	return c
+	return c & w.binMask
+}
+
+// binIndex returns the bin of virtual time t, clamped to the last bin: its
+// number, not its place (see binOf).
+func (w *world) binIndex(t int64) int {
+	if t >= w.binLo && t < w.binHi {
+		return w.binNum
+	}
+	b := t / int64(w.bin)
+	return int(min(b, int64(w.nbins-1)))
 }
 
 // result turns the counts into a Result with rates per second.
-func (w *world) result(name string) Result {
+func (w *world) result(name string) result.Result {
 	perS := 1 / w.bin.Seconds()
-	r := Result{
+	r := result.Result{
 		Name:      name,
 		Seed:      w.sc.Seed,
 		BinS:      w.bin.Seconds(),
 		DurationS: w.sc.Duration.Seconds(),
 		TriggerS:  w.triggerS,
-		Events:    w.eng.Fired(),
+		Events:    w.eng.Fired() + w.fastFired,
 	}
 	if r.TriggerS == nil {
 		r.TriggerS = [][2]float64{}
 	}
 	r.Actions = w.actions
+	if w.spool != nil {
+		w.spooledSeries(&r, perS)
+		return r
+	}
 	for i := range w.clients {
 		c := &w.clients[i]
-		s := ClientSeries{Name: c.spec.Name, Bins: make([]ClientBin, w.nbins), Total: c.stats.total}
+		s := result.ClientSeries{Name: c.spec.Name, Bins: make([]result.ClientBin, w.nbins), Total: c.stats.total}
 		if n := s.Total.Succeeded; n > 0 {
 			s.Total.SuccessLatencyS /= float64(n)
 		}
@@ -221,13 +279,12 @@ func (w *world) result(name string) Result {
 			s.Total.FailureLatencyS /= float64(n)
 		}
 		for b := range s.Bins {
-			g := c.stats.gaveUp[b]
-			s.Bins[b] = ClientBin{
+			s.Bins[b] = result.ClientBin{
 				T:             float64(b) * w.bin.Seconds(),
 				Demand:        float64(c.stats.demand[b]) * perS,
 				Goodput:       float64(c.stats.goodput[b]) * perS,
 				Degraded:      float64(c.stats.degraded[b]) * perS,
-				GaveUp:        GiveUps{g.Attempts * perS, g.Budget * perS, g.Deadline * perS, g.NotRetryable * perS, g.ServerStop * perS, g.Disabled * perS, g.Declined * perS, g.BreakerOpen * perS},
+				GaveUp:        c.stats.gaveUp[b].Scale(perS),
 				ArrivedOK:     float64(c.stats.okArr[b]) * perS,
 				ArrivedFailed: float64(c.stats.failArr[b]) * perS,
 				LatencyP50:    c.stats.p50[b],
@@ -239,10 +296,10 @@ func (w *world) result(name string) Result {
 	}
 	for i := range w.services {
 		v := &w.services[i]
-		s := ServiceSeries{Name: v.spec.Name, Bins: make([]ServiceBin, w.nbins), Total: v.stats.total}
+		s := result.ServiceSeries{Name: v.spec.Name, Bins: make([]result.ServiceBin, w.nbins), Total: v.stats.total}
 		st := &v.stats
 		for b := range s.Bins {
-			s.Bins[b] = ServiceBin{
+			s.Bins[b] = result.ServiceBin{
 				T:              float64(b) * w.bin.Seconds(),
 				OfferedFirst:   float64(st.first[b]) * perS,
 				OfferedRetries: float64(st.retries[b]) * perS,

@@ -5,8 +5,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/sim/engine"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // Stopping a run whose verdict is settled (RunJudged).
@@ -83,7 +84,7 @@ func (w *world) quietFrom() engine.Time {
 
 // minWork is the shortest local work a distribution can draw; 0 when it
 // has no positive lower bound.
-func minWork(d *Dist) time.Duration {
+func minWork(d *scenario.Dist) time.Duration {
 	switch d.Kind {
 	case "", "constant":
 		return d.Mean
@@ -103,7 +104,7 @@ func minWork(d *Dist) time.Duration {
 // start before the end (see the comment at the top of the file).
 func (w *world) queueStuck(v *service) bool {
 	q := v.spec.Queue
-	if v.ps || v.spec.Capacity != nil || v.sup != nil || v.expire || v.spec.Crash != nil || v.hangP > 0 ||
+	if v.ps || v.spec.Capacity != nil || v.spec.Supersede != nil || v.spec.Server != nil || v.expire || v.spec.Crash != nil || v.hangP > 0 ||
 		q.CoDelTarget > 0 || (q.Discipline != "" && q.Discipline != "fifo") || v.spec.Slowdown.Factor < 0 {
 		return false
 	}
@@ -111,7 +112,7 @@ func (w *world) queueStuck(v *service) bool {
 	if st <= 0 {
 		return false
 	}
-	fast := v.capacity * v.opSpeed * v.spec.Law.maxSpeed()
+	fast := v.capacity * v.opSpeed * v.spec.Law.MaxSpeed()
 	if fast <= 0 {
 		return false
 	}
@@ -120,8 +121,8 @@ func (w *world) queueStuck(v *service) bool {
 	up := 0
 	for i := range v.reps {
 		r := &v.reps[i]
-		if r.booting || r.delayed || r.draining || r.gate != nil {
-			return false // it may change, or its gate's queue may expire items
+		if r.booting || r.delayed || r.draining {
+			return false // it may change
 		}
 		if r.down || r.retired {
 			continue
@@ -132,19 +133,6 @@ func (w *world) queueStuck(v *service) bool {
 		up++
 	}
 	return up > 0
-}
-
-// maxSpeed is the highest speed factor the law gives any number in
-// service.
-func (l *CapacityLaw) maxSpeed() float64 {
-	if l == nil || l.Knee > 0 || len(l.Curve) == 0 {
-		return 1
-	}
-	m := 0.0
-	for _, p := range l.Curve {
-		m = max(m, p.Speed)
-	}
-	return m
 }
 
 // stuckService reports whether every way an attempt at service si can
@@ -177,31 +165,8 @@ func (w *world) stuckService(si int32, memo []uint8) bool {
 }
 
 // lifetime bounds how long a request of client c takes to end, from its
-// arrival: its deadline, or its attempts' timeouts and the longest delays
-// between them.
-func (w *world) lifetime(c *client) time.Duration {
-	e := &w.edges[c.edge]
-	p := e.retriers[0].Policy()
-	delay := func(b *backoff.Policy) time.Duration {
-		if b == nil || b.Kind == backoff.None {
-			return 0
-		}
-		if b.Cap > 0 {
-			return b.Cap
-		}
-		return backoff.DefaultCap
-	}
-	d := max(delay(&p.Backoff), delay(p.ThrottleBackoff))
-	if !p.IgnoreSignals && !p.Pushback.Ignore {
-		d += p.Pushback.MaxExtra
-	}
-	n := time.Duration(max(p.MaxAttempts, 1))
-	life := n*e.timeout + (n-1)*d
-	if e.deadline > 0 {
-		life = min(life, e.deadline+e.timeout)
-	}
-	return life
-}
+// arrival (scenario.Client.Lifetime).
+func (w *world) lifetime(c *client) time.Duration { return c.spec.Lifetime() }
 
 // settledStuck reports, at the end of a bin, whether the run's verdict is
 // settled metastable (see the comment at the top of the file), and why.
@@ -234,7 +199,7 @@ func (w *world) settledStuck(memo []uint8) (string, bool) {
 	}
 	span := time.Duration(w.end) - trigEnd
 	settle := max(3, int(math.Ceil(0.1*float64(span)/float64(w.bin))))
-	k := max(1, int(math.Ceil(verdictMinWindow/min(rate*binS, perBin))))
+	k := max(1, int(math.Ceil(result.MinWindow/min(rate*binS, perBin))))
 	if now.Add(life+time.Duration(settle+k+2)*w.bin) > w.end {
 		return "", false
 	}

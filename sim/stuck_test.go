@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // stuckFile: naive clients (3 attempts, no backoff, 1 s timeout) at 60 %
@@ -22,54 +24,54 @@ const stuckFile = "testdata/stuck.yaml"
 // every run in which something could still drain the queue or answer
 // without it.
 func TestRunJudgedStopsOnlyWhenSettled(t *testing.T) {
-	base, err := Load(stuckFile)
+	base, err := scenario.Load(stuckFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s0 := base.Runs[0].Scenario
-	db := func(f func(v *Service)) func(*Scenario) {
-		return func(s *Scenario) {
-			s.Services = append([]Service(nil), s.Services...)
+	db := func(f func(v *scenario.Service)) func(*scenario.Scenario) {
+		return func(s *scenario.Scenario) {
+			s.Services = append([]scenario.Service(nil), s.Services...)
 			f(&s.Services[0])
 		}
 	}
 	cases := []struct {
 		name     string
-		change   func(*Scenario)
+		change   func(*scenario.Scenario)
 		stops    bool
 		wantFull string // the whole run's verdict
 	}{
-		{"fifo queue, constant work", func(*Scenario) {}, true, "metastable"},
-		{"expired work dropped", db(func(v *Service) { v.ExpiredDrop = true }), false, ""},
-		{"exponential work (no shortest time)", db(func(v *Service) { v.ServiceTime.Kind = "exponential" }), false, ""},
-		{"lifo queue", db(func(v *Service) { v.Queue.Discipline = "lifo" }), false, ""},
-		{"bounded queue", db(func(v *Service) { v.Queue.Capacity = 100 }), false, ""},
-		{"no storm (short outage)", func(s *Scenario) {
-			s.Triggers = append([]Trigger(nil), s.Triggers...)
+		{"fifo queue, constant work", func(*scenario.Scenario) {}, true, "metastable"},
+		{"expired work dropped", db(func(v *scenario.Service) { v.ExpiredDrop = true }), false, ""},
+		{"exponential work (no shortest time)", db(func(v *scenario.Service) { v.ServiceTime.Kind = "exponential" }), false, ""},
+		{"lifo queue", db(func(v *scenario.Service) { v.Queue.Discipline = "lifo" }), false, ""},
+		{"bounded queue", db(func(v *scenario.Service) { v.Queue.Capacity = 100 }), false, ""},
+		{"no storm (short outage)", func(s *scenario.Scenario) {
+			s.Triggers = append([]scenario.Trigger(nil), s.Triggers...)
 			s.Triggers[0].Duration = 100 * time.Millisecond
 		}, false, ""},
-		{"a second client the database does not serve", func(s *Scenario) {
-			s.Services = append(append([]Service(nil), s.Services...), Service{Name: "cache", Workers: 4, ServiceTime: Dist{Kind: "constant", Mean: time.Millisecond}})
+		{"a second client the database does not serve", func(s *scenario.Scenario) {
+			s.Services = append(append([]scenario.Service(nil), s.Services...), scenario.Service{Name: "cache", Workers: 4, ServiceTime: scenario.Dist{Kind: "constant", Mean: time.Millisecond}})
 			c := s.Clients[0]
 			c.Name, c.Target = "reader", "cache"
-			s.Clients = append(append([]Client(nil), s.Clients...), c)
+			s.Clients = append(append([]scenario.Client(nil), s.Clients...), c)
 		}, false, ""},
-		{"a front that falls back when the database fails", func(s *Scenario) {
-			front := Service{Name: "front", Workers: 1000, ServiceTime: Dist{Kind: "constant", Mean: time.Millisecond},
-				Calls: []Call{{Service: "db", Policy: s.Clients[0].Policy, Timeout: time.Second}}, OnCallFailure: "fallback"}
-			s.Services = append([]Service{front}, s.Services...)
-			s.Clients = append([]Client(nil), s.Clients...)
+		{"a front that falls back when the database fails", func(s *scenario.Scenario) {
+			front := scenario.Service{Name: "front", Workers: 1000, ServiceTime: scenario.Dist{Kind: "constant", Mean: time.Millisecond},
+				Calls: []scenario.Call{{Service: "db", Policy: s.Clients[0].Policy, Timeout: time.Second}}, OnCallFailure: "fallback"}
+			s.Services = append([]scenario.Service{front}, s.Services...)
+			s.Clients = append([]scenario.Client(nil), s.Clients...)
 			s.Clients[0].Target, s.Clients[0].Timeout = "front", 5*time.Second
 		}, false, ""},
-		{"the same front without the fallback", func(s *Scenario) {
-			front := Service{Name: "front", Workers: 1000, ServiceTime: Dist{Kind: "constant", Mean: time.Millisecond},
-				Calls: []Call{{Service: "db", Policy: s.Clients[0].Policy, Timeout: time.Second}}}
-			s.Services = append([]Service{front}, s.Services...)
-			s.Clients = append([]Client(nil), s.Clients...)
+		{"the same front without the fallback", func(s *scenario.Scenario) {
+			front := scenario.Service{Name: "front", Workers: 1000, ServiceTime: scenario.Dist{Kind: "constant", Mean: time.Millisecond},
+				Calls: []scenario.Call{{Service: "db", Policy: s.Clients[0].Policy, Timeout: time.Second}}}
+			s.Services = append([]scenario.Service{front}, s.Services...)
+			s.Clients = append([]scenario.Client(nil), s.Clients...)
 			s.Clients[0].Target, s.Clients[0].Timeout = "front", 5*time.Second
 		}, true, "metastable"},
-		{"a capacity step late in the run", func(s *Scenario) {
-			s.Actions = []Action{{At: 140 * time.Second, Kind: "capacity", Target: "db", Value: 4}}
+		{"a capacity step late in the run", func(s *scenario.Scenario) {
+			s.Actions = []scenario.Action{{At: 140 * time.Second, Kind: "capacity", Target: "db", Value: 4}}
 		}, false, ""},
 	}
 	for _, c := range cases {
@@ -149,7 +151,7 @@ triggers:
 			rng.IntN(10000))
 		y = strings.ReplaceAll(y, ", }", "}")
 		y = strings.ReplaceAll(y, "kind: uniform, mean: ", "kind: uniform, min: 1ms, max: ")
-		f, err := Parse("random.yaml", []byte(y))
+		f, err := scenario.Parse("random.yaml", []byte(y))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, y)
 		}

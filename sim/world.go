@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/autoscale"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/budget"
@@ -13,7 +14,8 @@ import (
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/shed"
 	"github.com/stormguard/stormguard/sim/engine"
-	"github.com/stormguard/stormguard/supersede"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // Event kinds of the model. Every event's Target, A and B are documented
@@ -30,8 +32,8 @@ const (
 	evBin                             // end of a statistics bin
 	evTriggerOn                       // Target: trigger
 	evTriggerOff                      // Target: trigger
-	evFleetSync                       // Target: client, A: process, B: rewards (milli-tokens); reaches the fleet's store
-	evFleetGrant                      // Target: client, A: process, B: grant (milli-tokens); reaches the process
+	evFleetSync                       // Target: client, A: process; its message reaches the fleet's store
+	evFleetGrant                      // Target: client, A: process, B: 0 the store's answer reaches it, 1 it looks again
 	evPSDone                          // Target: service, A: replica; the next processor-sharing job is done
 	evOverheadDone                    // Target: service, A: replica, B: epoch; a worker finished failure work
 	evRelease                         // A: attempt, B: gen; a hung attempt lets its worker go
@@ -102,18 +104,19 @@ type attempt struct {
 	cliDone  bool
 	srvDone  bool
 	live     bool
-	skey     uint64      // idempotency key; 0: none
-	admitDL  engine.Time // its deadline at a gate (ServerRef); 0: none
+	skey     uint64 // idempotency key; 0: none
 	// server side
-	tracked   bool        // held by its service's supersession table
-	qh        shed.Handle // its place in the queue, while queued
-	rep       int32       // replica
-	inSvc     bool        // holds a worker of its replica
-	hung      bool
-	permit    limit.Permit
-	hasPermit bool
-	nextCall  int32
-	degraded  bool
+	rep        int32       // replica
+	admitDL    engine.Time // its deadline as its replica's admission core set it; 0: none
+	ref        admit.Ref   // the core's reference to it: queued or joined (held), or in service with a key
+	held       bool        // queued in its replica's admission core, or waiting there for a twin
+	inSvc      bool        // holds a worker of its replica
+	hung       bool
+	permit     limit.Permit
+	hasPermit  bool // admitted by the core and not released yet
+	nextCall   int32
+	degraded   bool
+	callFailed bool // a call it made failed: its failure is overload's
 }
 
 // An edge is a caller → service link with its retry policy: a client
@@ -128,7 +131,7 @@ type edge struct {
 	timeoutQ  *engine.FixedQueue
 	deadline  time.Duration // per request, from arrival (clients only)
 	propagate bool
-	latency   Dist
+	latency   scenario.Dist
 	rng       engine.Rand
 	cache     *cache        // the target's look-aside cache, if any
 	noticeTO  time.Duration // failure work a timeout costs the calling service
@@ -138,7 +141,7 @@ type edge struct {
 }
 
 type client struct {
-	spec     Client
+	spec     scenario.Client
 	dials    *killswitch.Dials // shared by its processes' retriers
 	edge     int32
 	rng      engine.Rand
@@ -153,7 +156,7 @@ type client struct {
 }
 
 type service struct {
-	spec      Service
+	spec      scenario.Service
 	idx       int
 	workers   int
 	reps      []replica
@@ -163,6 +166,8 @@ type service struct {
 	expire    bool    // drop expired work (queue and admission)
 	minRemain time.Duration
 	rng       engine.Rand
+	draw      func() uint32 // the kill switch's random draw, from rng
+	deadlines bool          // its admission reads the attempts' deadlines (expired_drop, or a server block)
 	paused    int
 	capacity  float64 // product of active capacity triggers
 	outages   int
@@ -180,9 +185,8 @@ type service struct {
 	leastOutstanding bool
 	crashAt          int // queue length past which a replica crashes
 	cache            *cache
-	sup              *supersede.Table[uint64, int32] // supersession; nil: off
-	dials            *killswitch.Dials               // its limiters', its calls' retriers' and its shedding's
-	opSpeed          float64                         // a runbook's capacity factor [1]
+	dials            *killswitch.Dials // its limiters', its calls' retriers' and its shedding's
+	opSpeed          float64           // a runbook's capacity factor [1]
 	scaler           *autoscale.Autoscaler
 	scaleDelay       time.Duration // how long a new replica takes to serve
 	bootEdge         int32         // the start-up calls' edge; noID without
@@ -194,32 +198,43 @@ type service struct {
 
 // world is one run's state.
 type world struct {
-	sc         Scenario
-	eng        engine.Engine
-	clients    []client
-	services   []service
-	edges      []edge
-	reqs       []request
-	freeReq    []int32
-	atts       []attempt
-	freeAtt    []int32
-	bin        time.Duration
-	nbins      int
-	binAt      int   // binOf's kept bin, t / bin for t in [binLo, binHi) clamped to the last bin
-	binLo      int64 //
-	binHi      int64 // 0: none kept
-	end        engine.Time
-	pushItem   shed.Item[int32]      // deliver's item for the queue (PushTo)
-	pushAdm    shed.Admission[int32] // and the queue's answer
-	triggerS   [][2]float64
-	svcIdx     map[string]int32
-	cliIdx     map[string]int32
-	hedges     []hedgeState
-	freeHedge  []int32
-	intents    []intent
-	freeIntent []int32
-	nextKey    uint64 // idempotency keys handed out
-	actions    []ActionMark
+	sc          scenario.Scenario
+	eng         engine.Engine
+	clients     []client
+	services    []service
+	edges       []edge
+	reqs        []request
+	freeReq     []int32
+	atts        []attempt
+	freeAtt     []int32
+	bin         time.Duration
+	nbins       int
+	binMask     int   // the per-bin arrays' place of bin b is b & binMask: all ones, or 1 with a spool
+	binAt       int   // binOf's kept place, of the bin t / bin for t in [binLo, binHi) clamped to the last bin
+	binNum      int   // and that bin
+	binLo       int64 //
+	binHi       int64 // 0: none kept
+	end         engine.Time
+	pushItem    shed.Item[uint64]                // admitStart's item for the run queue (PushTo)
+	pushAdm     shed.Admission[uint64]           // and the queue's answer
+	acts        []admit.Action[int32]            // the admission actions being carried out (see exec)
+	traceAnswer func(ai int32, d admit.Decision) // tests: told of every answer of admission
+	req         admit.Request                    // admit's request for its core
+	entered     admit.Entered                    // and the core's answer
+	triggerS    [][2]float64
+	svcIdx      map[string]int32
+	cliIdx      map[string]int32
+	hedges      []hedgeState
+	freeHedge   []int32
+	intents     []intent
+	freeIntent  []int32
+	nextKey     uint64 // idempotency keys handed out
+	actions     []result.ActionMark
+	fastFired   uint64 // the events the fast path delivered, when it ran (fast.go)
+	// spool, when set, takes each bin's series as the bin closes (see
+	// spool.go); flushed counts the bins it has.
+	spool   *result.Spool
+	flushed int
 }
 
 // streamID derives a random stream's id from stable names, never from
@@ -233,39 +248,17 @@ func streamID(parts ...string) uint64 {
 	return h.Sum64()
 }
 
-// DefaultQueueCapacity is a queue's capacity when the scenario gives none:
-// in effect unbounded.
-const DefaultQueueCapacity = 200_000
-
-// ShedConfig is the shed.Config of the queue q describes, with minRemain as
-// the minimum time left to start work: the simulator's and the lab's queues
-// are built from it, so a scenario's discipline means the same queue in both.
-func (q QueueSpec) ShedConfig(minRemain time.Duration) shed.Config {
-	c := shed.Config{Capacity: q.Capacity, CoDelTarget: q.CoDelTarget, CoDelInterval: q.CoDelInterval, MinRemaining: minRemain}
-	if c.Capacity == 0 {
-		c.Capacity = DefaultQueueCapacity
-	}
-	switch q.Discipline {
-	case "lifo":
-		c.Order, c.Priority = shed.LIFO, shed.NoPriority
-	case "first-tries-first":
-		c.Order, c.Priority = shed.FIFO, shed.FirstTries
-	case "adaptive-lifo":
-		c.Order, c.Priority = shed.AdaptiveLIFO, shed.NoPriority
-	case "first-tries-adaptive-lifo":
-		c.Order, c.Priority = shed.AdaptiveLIFO, shed.FirstTries
-	default:
-		c.Order, c.Priority = shed.FIFO, shed.NoPriority
-	}
-	return c
-}
-
 // newWorld builds the state of a run from a validated scenario with its
 // defaults filled in.
-func newWorld(sc Scenario) (*world, error) {
-	w := &world{sc: sc, bin: sc.Bin, end: engine.Time(sc.Duration)}
+func newWorld(sc scenario.Scenario, spool *result.Spool) (*world, error) {
+	w := &world{sc: sc, bin: sc.Bin, end: engine.Time(sc.Duration), spool: spool}
 	bufs := w.takeBuffers()
 	w.nbins = int((sc.Duration + sc.Bin - 1) / sc.Bin)
+	w.binMask = -1
+	places := w.nbins
+	if spool != nil {
+		w.binMask, places = 1, 2
+	}
 	svcIdx := map[string]int32{}
 	w.svcIdx = svcIdx
 	w.cliIdx = map[string]int32{}
@@ -288,6 +281,8 @@ func newWorld(sc Scenario) (*world, error) {
 		v.expire = spec.ExpiredDrop
 		v.minRemain = spec.MinRemaining
 		v.rng = engine.Stream(sc.Seed, streamID("service", spec.Name))
+		v.draw = func() uint32 { return uint32(v.rng.Float64() * 1e6) }
+		v.deadlines = spec.ExpiredDrop || spec.Server != nil
 		if h := spec.Hang; h != nil {
 			v.hangP, v.hangRel = h.Probability, h.Release
 		}
@@ -299,13 +294,10 @@ func newWorld(sc Scenario) (*world, error) {
 		}
 		v.leastOutstanding = spec.Balancer == "least-outstanding"
 		if spec.Crash != nil {
-			v.crashAt = spec.Crash.limit()
+			v.crashAt = spec.Crash.Limit()
 		}
 		if spec.Cache != nil {
 			v.cache = newCache(*spec.Cache, engine.Stream(sc.Seed, streamID("cache", spec.Name)))
-		}
-		if s := spec.Supersede; s != nil {
-			v.sup = s.table()
 		}
 		v.reps = make([]replica, spec.Replicas)
 		for j := range v.reps {
@@ -324,7 +316,7 @@ func newWorld(sc Scenario) (*world, error) {
 			v.scaleDelay = a.UpDelay
 			v.meter.on = true
 		}
-		v.stats.init(w.nbins)
+		v.stats.init(places)
 	}
 	w.reuseQueues(bufs)
 	for i, spec := range sc.Services {
@@ -339,7 +331,7 @@ func newWorld(sc Scenario) (*world, error) {
 		if a := spec.Autoscale; a != nil && a.Startup != nil {
 			st := a.Startup
 			e, err := w.newEdge(fmt.Sprintf("%s→%s#startup", spec.Name, st.Service), noID, int32(i), svcIdx[st.Service],
-				st.Policy.Policy, nil, 1, st.Timeout, 0, false, Dist{}, w.services[i].dials)
+				st.Policy.Policy, nil, 1, st.Timeout, 0, false, scenario.Dist{}, w.services[i].dials)
 			if err != nil {
 				return nil, fmt.Errorf("service %s: autoscale.startup: %w", spec.Name, err)
 			}
@@ -353,7 +345,7 @@ func newWorld(sc Scenario) (*world, error) {
 		c.load = 1
 		c.dials = new(killswitch.Dials)
 		c.rng = engine.Stream(sc.Seed, streamID("client", spec.Name, "arrivals"))
-		c.plain = spec.Arrivals.plainRate(sc.Triggers)
+		c.plain = spec.Arrivals.PlainRate(sc.Triggers)
 		var shared []budget.Budget
 		if spec.Fleet != nil {
 			c.fleet = newFleet(w, int32(i), spec.Processes, spec.Policy.Budget, *spec.Fleet)
@@ -367,7 +359,7 @@ func newWorld(sc Scenario) (*world, error) {
 			return nil, fmt.Errorf("client %s: %w", spec.Name, err)
 		}
 		c.edge = e
-		c.stats.init(w.nbins)
+		c.stats.init(w.nbins, places)
 	}
 	for _, t := range sc.Triggers {
 		w.triggerS = append(w.triggerS, [2]float64{t.At.Seconds(), (t.At + t.Duration).Seconds()})
@@ -378,7 +370,7 @@ func newWorld(sc Scenario) (*world, error) {
 // newEdge builds an edge whose retriers read dials; budgets, if given, are
 // the processes' budgets (a fleet's leases) instead of one built from the
 // policy each.
-func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, brk *BreakerSpec, procs int, timeout, deadline time.Duration, propagate bool, lat Dist, dials *killswitch.Dials, budgets ...budget.Budget) (int32, error) {
+func (w *world) newEdge(name string, cl, from, target int32, p retry.Policy, brk *scenario.BreakerSpec, procs int, timeout, deadline time.Duration, propagate bool, lat scenario.Dist, dials *killswitch.Dials, budgets ...budget.Budget) (int32, error) {
 	e := edge{name: name, client: cl, from: from, target: target, timeout: timeout, deadline: deadline, propagate: propagate, latency: lat, breaker: brk != nil,
 		hedged: p.Hedge != nil && p.Hedge.MaxAttempts > 1}
 	for i := range procs {
@@ -424,4 +416,10 @@ func budgetLevel(b budget.Budget) float64 {
 }
 
 // wall converts virtual time to the time.Time the cores take.
-func wall(t engine.Time) time.Time { return time.Unix(0, int64(t)) }
+func wall(t engine.Time) time.Time {
+	// time.Unix(0, t), with the seconds split off here: a division by a
+	// constant the compiler makes a multiplication, where Unix, given all
+	// of t as nanoseconds, splits it again in a branch of its own. The
+	// same Time for every t (Unix normalises a negative remainder).
+	return time.Unix(int64(t)/1e9, int64(t)%1e9)
+}

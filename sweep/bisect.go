@@ -2,6 +2,8 @@ package sweep
 
 import (
 	"slices"
+
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // Bisect returns the smallest k in [0, n] for which tips(k) is true,
@@ -69,7 +71,9 @@ func searchColumn(n int, size func(k int) float64, probe func(k int) (Probe, err
 			return pred(p.Verdict), err
 		}
 	}
-	metastable := verdictIs(func(v string) bool { return v == "metastable" })
+	// Stuck: metastable, or degraded when the load alone keeps it down
+	// (no trigger needed).
+	metastable := verdictIs(result.Down)
 	disturbed := verdictIs(func(v string) bool { return v != "stable" })
 
 	var col Column

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // BenchmarkPhaseSearchCeiling measures how much of a phase search's work
@@ -40,7 +42,7 @@ func BenchmarkPhaseSearchCeiling(b *testing.B) {
 }
 
 func benchSearchCeiling(b *testing.B, file string) {
-	f, err := sim.Load(file)
+	f, err := scenario.Load(file)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func benchSearchCeiling(b *testing.B, file string) {
 		for _, rp := range p.Runs {
 			// The ramp (a whole run, as the sweep runs it) is the same
 			// whatever the search: counted in the whole-sweep ratios.
-			_, err := runRamp(rp, func(s sim.Scenario, name string) (sim.Result, error) {
+			_, err := runRamp(rp, func(s scenario.Scenario, name string) (result.Result, error) {
 				r, err := sim.RunWithin(context.Background(), s, name, nil, sim.DefaultLimits)
 				ramps.runs++
 				ramps.events += r.Events

@@ -7,19 +7,23 @@ import (
 	"errors"
 	"flag"
 	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // TestPlanOptionLimits: options that would overflow the simulator's clock
 // or make an endless grid are an *OptionError naming the option, not a
 // negative duration somewhere downstream.
 func TestPlanOptionLimits(t *testing.T) {
-	f, err := sim.Parse("tiny.yaml", []byte(tinyYAML))
+	f, err := scenario.Parse("tiny.yaml", []byte(tinyYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,9 +265,9 @@ func FuzzReadPartial(f *testing.F) {
 	})
 }
 
-func mustParse(f *testing.F) sim.File {
+func mustParse(f *testing.F) scenario.File {
 	f.Helper()
-	file, err := sim.Parse("tiny.yaml", []byte(tinyYAML))
+	file, err := scenario.Parse("tiny.yaml", []byte(tinyYAML))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -278,5 +282,63 @@ func quickMinimize() {
 	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.fuzzminimizetime" })
 	if !given {
 		flag.Set("test.fuzzminimizetime", "3s")
+	}
+}
+
+// TestEstimateCountsWorkersTogether: the memory of a sweep's simulations
+// that run at once adds up, every mechanism's included: with a keyed cache
+// of 10⁶ keys (17 MB a simulation), four workers are estimated at four
+// simulations' worth, and the heap the sweep reaches with them stays
+// below the estimate. Issue 26: sweep --workers 4 reached 840 MiB on a
+// scenario whose caches the estimate did not count.
+func TestEstimateCountsWorkersTogether(t *testing.T) {
+	y := strings.Replace(tinyYAML, "    queue: {capacity: 100}\n", "    queue: {capacity: 100}\n    cache: {keys: 1000000, size: 500000}\n", 1)
+	f, err := scenario.Parse("cache.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPlan(f, Options{NoRamp: true, Loads: []float64{50, 100, 150, 200}, Max: 2, Resolution: 1, After: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, four := Estimate(p, Exec{Workers: 1}), Estimate(p, Exec{Workers: 4})
+	if one.Memory < 17e6 || math.Abs(four.Memory-4*one.Memory) > 1 {
+		t.Errorf("one worker %v B (%s), four %v B: want at least the cache's 17 MB, and four times it", one.Memory, one.MemoryDriver, four.Memory)
+	}
+	// The estimate counts what the simulations hold, not the garbage the
+	// collector has yet to take: measure the live heap each collection
+	// marks (runtime/metrics' /gc/heap/live:bytes), collecting often.
+	defer debug.SetGCPercent(debug.SetGCPercent(5))
+	runtime.GC()
+	runtime.GC()
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	base := live[0].Value.Uint64()
+	peak := base
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+				metrics.Read(s)
+				peak = max(peak, s[0].Value.Uint64())
+			}
+		}
+	}()
+	_, err = Run(t.Context(), p, Exec{Workers: 4})
+	close(done)
+	<-sampled
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := float64(peak - base); got > four.Memory {
+		t.Errorf("the sweep reached %.0f MB with 4 workers, above the estimate's %.0f MB (%s)", got/1e6, four.Memory/1e6, four.MemoryDriver)
+	} else {
+		t.Logf("4 workers: measured %.0f MB, estimated %.0f MB", got/1e6, four.Memory/1e6)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // TestJudgedSearchesMatchWholeRuns: the phase search with runs that stop
@@ -14,7 +16,7 @@ import (
 // time simulated shrinks.
 func TestJudgedSearchesMatchWholeRuns(t *testing.T) {
 	// sim's scenario of a storm its queue keeps (see its stuck tests).
-	f, err := sim.Load("../sim/testdata/stuck.yaml")
+	f, err := scenario.Load("../sim/testdata/stuck.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,14 +25,14 @@ func TestJudgedSearchesMatchWholeRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	rp := p.Runs[0]
-	whole := func(s sim.Scenario, name string) (sim.Result, error) {
+	whole := func(s scenario.Scenario, name string) (result.Result, error) {
 		return sim.RunWithin(context.Background(), s, name, nil, sim.DefaultLimits)
 	}
-	judged := func(s sim.Scenario, name string) (sim.Result, error) {
+	judged := func(s scenario.Scenario, name string) (result.Result, error) {
 		return sim.RunJudged(context.Background(), s, name, sim.DefaultLimits)
 	}
 	var stopped, metastable int
-	counting := func(s sim.Scenario, name string) (sim.Result, error) {
+	counting := func(s scenario.Scenario, name string) (result.Result, error) {
 		r, err := judged(s, name)
 		if r.StoppedS != nil {
 			stopped++

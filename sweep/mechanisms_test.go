@@ -8,19 +8,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // loadExample reads examples/NAME, keeping only the runs named (all
 // without names).
-func loadExample(t *testing.T, name string, runs ...string) sim.File {
+func loadExample(t *testing.T, name string, runs ...string) scenario.File {
 	t.Helper()
-	f, err := sim.Load(filepath.Join("..", "examples", name))
+	f, err := scenario.Load(filepath.Join("..", "examples", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(runs) > 0 {
-		var keep []sim.RunSpec
+		var keep []scenario.RunSpec
 		for _, want := range runs {
 			for _, r := range f.Runs {
 				if r.Name == want {
@@ -59,10 +59,10 @@ func TestPhaseHang(t *testing.T) {
 	}
 	for _, c := range []struct {
 		size float64
-		want sim.Trigger
+		want scenario.Trigger
 	}{
-		{0.3, sim.Trigger{Kind: "hang", Target: "api", At: 20 * time.Second, Duration: 20 * time.Second, Factor: 0.3, Release: 30 * time.Second}},
-		{0, sim.Trigger{Kind: "load", At: 20 * time.Second, Duration: 20 * time.Second, Factor: 1}},
+		{0.3, scenario.Trigger{Kind: "hang", Target: "api", At: 20 * time.Second, Duration: 20 * time.Second, Factor: 0.3, Release: 30 * time.Second}},
+		{0, scenario.Trigger{Kind: "load", At: 20 * time.Second, Duration: 20 * time.Second, Factor: 1}},
 	} {
 		s := rp.probeScenario(500, c.size)
 		if len(s.Triggers) != 1 || s.Triggers[0] != c.want {
@@ -123,9 +123,9 @@ func TestPhaseCacheFlush(t *testing.T) {
 		t.Errorf("vary keys on an outage: %v", err)
 	}
 	hit := f
-	hit.Runs = []sim.RunSpec{f.Runs[0]}
-	hit.Runs[0].Scenario.Services = []sim.Service{f.Runs[0].Scenario.Services[0]}
-	hit.Runs[0].Scenario.Services[0].Cache = &sim.Cache{HitRate: 0.9}
+	hit.Runs = []scenario.RunSpec{f.Runs[0]}
+	hit.Runs[0].Scenario.Services = []scenario.Service{f.Runs[0].Scenario.Services[0]}
+	hit.Runs[0].Scenario.Services[0].Cache = &scenario.Cache{HitRate: 0.9}
 	if _, err := NewPlan(hit, Options{NoRamp: true, Vary: VaryKeys}); err == nil || !strings.Contains(err.Error(), "the cache of db has no keys") {
 		t.Errorf("vary keys on a hit-rate cache: %v", err)
 	}

@@ -8,11 +8,11 @@ import (
 	"math"
 	"slices"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // MaxShards bounds the shards a sweep splits into: more shards than jobs
-// leave some empty, and a sweep has at most sim.MaxRuns × (1 + MaxSteps)
+// leave some empty, and a sweep has at most scenario.MaxRuns × (1 + MaxSteps)
 // jobs.
 const MaxShards = 100_000
 
@@ -62,8 +62,8 @@ func (pt Partial) Validate() error {
 	if p.Key == "" {
 		return errors.New("the plan has no key")
 	}
-	if len(p.Runs) == 0 || len(p.Runs) > sim.MaxRuns {
-		return fmt.Errorf("the plan has %d runs, want 1 to %d", len(p.Runs), sim.MaxRuns)
+	if len(p.Runs) == 0 || len(p.Runs) > scenario.MaxRuns {
+		return fmt.Errorf("the plan has %d runs, want 1 to %d", len(p.Runs), scenario.MaxRuns)
 	}
 	for i, rp := range p.Runs {
 		if err := rp.validate(); err != nil {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // What a phase search grows in the trigger (Options.Vary).
@@ -131,7 +131,7 @@ type Plan struct {
 // RunPlan is the sweep of one run of the file.
 type RunPlan struct {
 	// Name of the run, and what it changes in the base scenario (see
-	// sim.RunSpec).
+	// scenario.RunSpec).
 	Name    string   `json:"name"`
 	Changes []string `json:"changes,omitempty"`
 	// Client whose rate is the load, and its attempt timeout in seconds.
@@ -151,7 +151,7 @@ type RunPlan struct {
 	AddCapacity *CapacityPlan `json:"add_capacity,omitempty"`
 	Latest      *LatestPlan   `json:"latest,omitempty"`
 
-	scenario sim.Scenario
+	scenario scenario.Scenario
 }
 
 // RampPlan is a quasi-static load ramp: From to To and back in steps of
@@ -170,7 +170,7 @@ type PhasePlan struct {
 	Loads []float64 `json:"loads"`
 	// Trigger is the scenario's trigger the search grows (its size field
 	// is replaced at each try).
-	Trigger sim.Trigger `json:"trigger"`
+	Trigger scenario.Trigger `json:"trigger"`
 	// Vary is the field grown (VaryDuration, VaryFactor, VaryAdd,
 	// VaryKeys).
 	Vary string `json:"vary"`
@@ -230,7 +230,7 @@ func (p PhasePlan) Label() string {
 }
 
 // NewPlan resolves the sweep of every run of f with the options o.
-func NewPlan(f sim.File, o Options) (Plan, error) {
+func NewPlan(f scenario.File, o Options) (Plan, error) {
 	name := f.Base.Name
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
@@ -247,7 +247,7 @@ func NewPlan(f sim.File, o Options) (Plan, error) {
 	grid := 0.0
 	for _, r := range f.Runs {
 		if ci, err := findClient(r.Scenario, o.Client); err == nil {
-			grid = math.Max(grid, Capacity(r.Scenario, r.Scenario.Clients[ci].Target))
+			grid = math.Max(grid, scenario.Capacity(r.Scenario, r.Scenario.Clients[ci].Target))
 		}
 	}
 	var errs []error
@@ -289,7 +289,7 @@ func NewPlan(f sim.File, o Options) (Plan, error) {
 
 // planRun plans the sweep of one run; grid is the capacity the default
 // loads derive from.
-func planRun(r sim.RunSpec, o Options, grid float64) (RunPlan, error) {
+func planRun(r scenario.RunSpec, o Options, grid float64) (RunPlan, error) {
 	s := r.Scenario
 	if o.Seed != 0 {
 		s.Seed = o.Seed
@@ -298,7 +298,7 @@ func planRun(r sim.RunSpec, o Options, grid float64) (RunPlan, error) {
 		s.Seed = 1
 	}
 	if s.Bin == 0 {
-		s.Bin = sim.DefaultBin
+		s.Bin = scenario.DefaultBin
 	}
 	ci, err := findClient(s, o.Client)
 	if err != nil {
@@ -307,9 +307,9 @@ func planRun(r sim.RunSpec, o Options, grid float64) (RunPlan, error) {
 	c := s.Clients[ci]
 	timeout := c.Timeout
 	if timeout == 0 {
-		timeout = sim.DefaultTimeout
+		timeout = scenario.DefaultTimeout
 	}
-	capacity := Capacity(s, c.Target)
+	capacity := scenario.Capacity(s, c.Target)
 	rp := RunPlan{Name: r.Name, Changes: r.Changes, Client: c.Name, TimeoutS: timeout.Seconds(),
 		Target: c.Target, Capacity: capacity, Seed: s.Seed, scenario: s}
 	if !o.NoRamp {
@@ -337,10 +337,10 @@ func planRun(r sim.RunSpec, o Options, grid float64) (RunPlan, error) {
 
 // findClient returns the index of the client named name, or of the first
 // client when name is empty; the client must have open-loop arrivals.
-func findClient(s sim.Scenario, name string) (int, error) {
+func findClient(s scenario.Scenario, name string) (int, error) {
 	i := 0
 	if name != "" {
-		i = slices.IndexFunc(s.Clients, func(c sim.Client) bool { return c.Name == name })
+		i = slices.IndexFunc(s.Clients, func(c scenario.Client) bool { return c.Name == name })
 		if i < 0 {
 			have := make([]string, len(s.Clients))
 			for j, c := range s.Clients {
@@ -365,7 +365,7 @@ func findClient(s sim.Scenario, name string) (int, error) {
 // (VaryKeys for a cache-flush of a keyed cache, else VaryDuration). The
 // command line reads --max and --resolution by it: a duration, or a
 // number.
-func PhaseVaries(f sim.File, o Options) []string {
+func PhaseVaries(f scenario.File, o Options) []string {
 	out := make([]string, len(f.Runs))
 	for i, r := range f.Runs {
 		out[i] = o.Vary
@@ -382,11 +382,11 @@ func PhaseVaries(f sim.File, o Options) []string {
 
 // flushKeys returns the keys of the cache a cache-flush trigger t
 // flushes, or 0 when t is no flush of a keyed cache.
-func flushKeys(s sim.Scenario, t sim.Trigger) int {
+func flushKeys(s scenario.Scenario, t scenario.Trigger) int {
 	if t.Kind != "cache-flush" {
 		return 0
 	}
-	i := slices.IndexFunc(s.Services, func(v sim.Service) bool { return v.Name == t.Target })
+	i := slices.IndexFunc(s.Services, func(v scenario.Service) bool { return v.Name == t.Target })
 	if i < 0 || s.Services[i].Cache == nil {
 		return 0
 	}
@@ -438,7 +438,7 @@ func planRamp(o Options, capacity float64, timeout, bin time.Duration) (RampPlan
 	return r, nil
 }
 
-func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time.Duration) (PhasePlan, error) {
+func planPhase(o Options, s scenario.Scenario, ci int, capacity float64, timeout time.Duration) (PhasePlan, error) {
 	loads := slices.Clone(o.Loads)
 	if len(loads) == 0 {
 		if capacity <= 0 {
@@ -460,7 +460,7 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 	slices.Sort(loads)
 	loads = slices.Compact(loads)
 
-	trig := sim.Trigger{Kind: "outage", Target: s.Clients[ci].Target, Mode: "hold",
+	trig := scenario.Trigger{Kind: "outage", Target: s.Clients[ci].Target, Mode: "hold",
 		At: max(10*time.Second, 10*timeout), Duration: 10 * time.Second}
 	if len(s.Triggers) > 0 {
 		trig = s.Triggers[0]
@@ -585,136 +585,6 @@ func planPhase(o Options, s sim.Scenario, ci int, capacity float64, timeout time
 	}
 	ph.AfterS = after.Seconds()
 	return ph, nil
-}
-
-// Capacity estimates the requests per second the service named target can
-// serve when every call succeeds at the first try, by the rule of
-// analyze's capacity figure (ServiceCapacity), and then:
-//
-//   - no more than any callee serves (a callee called twice per request
-//     counts twice);
-//   - a look-aside cache in front of a service passes on only its misses:
-//     the requests per second it serves are its capacity ÷ (1 − the warm
-//     hit rate, sim.Cache.WarmHitRate), the advertised capacity of a
-//     cached service.
-//
-// It is 0 when it cannot be told (no service time, or a cache that hits
-// every request).
-func Capacity(s sim.Scenario, target string) float64 {
-	idx := map[string]int{}
-	for i, v := range s.Services {
-		idx[v.Name] = i
-	}
-	memo := map[int]float64{}
-	var reqs func(i, depth int) float64 // requests/s arriving at i that it serves
-	reqs = func(i, depth int) float64 {
-		if c, ok := memo[i]; ok {
-			return c
-		}
-		if depth > len(s.Services) {
-			return 0 // a cycle: Validate rejects it
-		}
-		v := s.Services[i]
-		c := ServiceCapacity(s, v.Name)
-		count := map[int]int{}
-		for _, call := range v.Calls {
-			if j, ok := idx[call.Service]; ok {
-				count[j]++
-			}
-		}
-		for j, n := range count {
-			c = math.Min(c, reqs(j, depth+1)/float64(n))
-		}
-		if v.Cache != nil {
-			c /= 1 - v.Cache.WarmHitRate()
-		}
-		memo[i] = c
-		return c
-	}
-	i, ok := idx[target]
-	if !ok {
-		return 0
-	}
-	c := reqs(i, 0)
-	if math.IsInf(c, 0) || math.IsNaN(c) || !(c > 0) {
-		return 0
-	}
-	return c
-}
-
-// ServiceCapacity is the attempts per second the service named target
-// serves with every worker busy and every call answered at the first try,
-// the figure `stormguard analyze` reports (ServiceFigure.Capacity; a test
-// keeps the two equal on every example):
-//
-//   - a worker is held for the mean service time (sim.Dist.Average, so a
-//     mixture's weighted mean) plus, for each call, twice the mean network
-//     latency and the callee's own holding time; under the linear law the
-//     local work takes per_request × workers more (every worker busy);
-//   - the local work runs at the thrashing curve's speed with every worker
-//     busy (sim.CapacityLaw.Speed(workers): past a knee, the fallen
-//     capacity);
-//   - capacity = workers ÷ holding time, and under processor sharing at
-//     most cores × speed ÷ the mean service time;
-//   - replicas multiply it; a tick capacity serves per_tick per tick.
-//
-// It is +Inf when nothing bounds it (no service time, no calls), 0 when
-// there is no such service. The cache is not counted (see Capacity).
-func ServiceCapacity(s sim.Scenario, target string) float64 {
-	idx := map[string]int{}
-	for i, v := range s.Services {
-		idx[v.Name] = i
-	}
-	var hold func(i, depth int) time.Duration // local work and calls, at full speed
-	hold = func(i, depth int) time.Duration {
-		if depth > len(s.Services) {
-			return 0 // a cycle: Validate rejects it
-		}
-		v := s.Services[i]
-		h := localWork(v)
-		for _, c := range v.Calls {
-			if j, ok := idx[c.Service]; ok {
-				h += 2*c.Network.Latency.Average() + hold(j, depth+1)
-			}
-		}
-		return h
-	}
-	i, ok := idx[target]
-	if !ok {
-		return 0
-	}
-	v := s.Services[i]
-	if v.Capacity != nil && v.Capacity.Tick > 0 {
-		return float64(v.Capacity.PerTick) / v.Capacity.Tick.Seconds()
-	}
-	local := localWork(v)
-	calls := hold(i, 0) - local
-	workers := max(1, v.Workers)
-	speed := v.Law.Speed(workers)
-	h := time.Duration(float64(local)/speed) + calls
-	if h <= 0 {
-		return math.Inf(1)
-	}
-	c := float64(workers) / h.Seconds()
-	if v.Law != nil && v.Law.Kind == "processor-sharing" && local > 0 {
-		cores := v.Law.Cores
-		if cores == 0 {
-			cores = 1 // sim's default
-		}
-		c = math.Min(c, cores*speed/local.Seconds())
-	}
-	return c * float64(max(1, v.Replicas))
-}
-
-// localWork is how long a request's local work holds a worker at full
-// speed: the mean service time, and under the linear law per_request ×
-// workers more (every worker busy).
-func localWork(v sim.Service) time.Duration {
-	local := v.ServiceTime.Average()
-	if v.Law != nil && v.Law.Kind == "linear" {
-		local += time.Duration(max(1, v.Workers)) * v.Law.PerRequest
-	}
-	return local
 }
 
 // niceFloor returns the largest 1, 2 or 5 × 10ⁿ not above x (x > 0).

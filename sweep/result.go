@@ -41,10 +41,10 @@ type RunResult struct {
 // Thresholds of the ramp, as fractions of the demand.
 const (
 	// CollapseBelow: a step has collapsed when goodput < CollapseBelow ×
-	// demand (as sim.FindHysteresis).
+	// demand (as result.FindHysteresis).
 	CollapseBelow = 0.5
 	// RecoveredAbove: a step has recovered when goodput ≥ RecoveredAbove
-	// × demand (as sim.FindHysteresis).
+	// × demand (as result.FindHysteresis).
 	RecoveredAbove = 0.9
 )
 
@@ -71,7 +71,7 @@ type Step struct {
 	Branch string  `json:"branch"` // "up" or "down"
 	Load   float64 `json:"load"`   // the client's arrival rate, requests/s
 	T      float64 `json:"t"`      // start of the step, seconds
-	// Demand and Goodput of the client, requests/s (see sim.ClientBin).
+	// Demand and Goodput of the client, requests/s (see result.ClientBin).
 	Demand  float64 `json:"demand"`
 	Goodput float64 `json:"goodput"`
 	// Offered: attempts/s arriving at the client's target service, first
@@ -117,7 +117,7 @@ type Probe struct {
 	// Size of the trigger, in the phase's unit.
 	Size    float64 `json:"size"`
 	Verdict string  `json:"verdict"` // stable, recovered or metastable
-	// RecoveryS as in sim.Result: seconds from the end of the trigger
+	// RecoveryS as in result.Result: seconds from the end of the trigger
 	// until goodput was healthy again; nil when metastable.
 	RecoveryS *float64 `json:"recovery_s"`
 }

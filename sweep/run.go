@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // Shard is one part of a sweep split over machines: the Index-th (from 1)
@@ -216,7 +218,7 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 	}
 	part := Partial{Format: PartialFormat, Shard: sh, Plan: p}
 	for _, rp := range p.Runs {
-		if !slices.ContainsFunc(rp.scenario.Clients, func(c sim.Client) bool { return c.Name == rp.Client }) {
+		if !slices.ContainsFunc(rp.scenario.Clients, func(c scenario.Client) bool { return c.Name == rp.Client }) {
 			return part, fmt.Errorf("run %s has no scenario to simulate: make plans with NewPlan", rp.Name)
 		}
 	}
@@ -256,7 +258,7 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 		prog.Done += done
 		e.Progress(prog)
 	}
-	simulate := func(s sim.Scenario, name string) (sim.Result, error) {
+	simulate := func(s scenario.Scenario, name string) (result.Result, error) {
 		r, err := sim.RunWithin(ctx, s, name, nil, e.Limits)
 		if err == nil {
 			report(1, 0)
@@ -265,7 +267,7 @@ func Execute(ctx context.Context, p Plan, e Exec) (Partial, error) {
 	}
 	// The searches need only verdicts: their runs stop once the verdict
 	// is settled (sim.RunJudged).
-	judge := func(s sim.Scenario, name string) (sim.Result, error) {
+	judge := func(s scenario.Scenario, name string) (result.Result, error) {
 		r, err := sim.RunJudged(ctx, s, name, e.Limits)
 		if err == nil {
 			report(1, 0)
@@ -503,14 +505,14 @@ func Merge(parts ...Partial) (Result, error) {
 }
 
 // simulateFunc runs one scenario.
-type simulateFunc func(s sim.Scenario, name string) (sim.Result, error)
+type simulateFunc func(s scenario.Scenario, name string) (result.Result, error)
 
 // withClient returns a copy of the run's scenario whose swept client
 // shares nothing with the original, and the client's index.
-func (rp RunPlan) withClient() (sim.Scenario, int) {
+func (rp RunPlan) withClient() (scenario.Scenario, int) {
 	s := rp.scenario
 	s.Clients = slices.Clone(s.Clients)
-	i := slices.IndexFunc(s.Clients, func(c sim.Client) bool { return c.Name == rp.Client })
+	i := slices.IndexFunc(s.Clients, func(c scenario.Client) bool { return c.Name == rp.Client })
 	s.Clients[i].Arrivals.Schedule = nil
 	return s, i
 }
@@ -539,13 +541,13 @@ func (r RampPlan) loads() []float64 {
 // through the loads, no triggers and no runbook actions (timed for the
 // file's trigger, they would land anywhere on the ramp; autoscalers stay:
 // they are part of the system).
-func (rp RunPlan) rampScenario() sim.Scenario {
+func (rp RunPlan) rampScenario() scenario.Scenario {
 	loads := rp.Ramp.loads()
 	hold := seconds(rp.Ramp.HoldS)
 	s, ci := rp.withClient()
-	sched := make([]sim.RatePoint, len(loads))
+	sched := make([]scenario.RatePoint, len(loads))
 	for i, l := range loads {
-		sched[i] = sim.RatePoint{At: time.Duration(i) * hold, Rate: l}
+		sched[i] = scenario.RatePoint{At: time.Duration(i) * hold, Rate: l}
 	}
 	s.Clients[ci].Arrivals.Schedule = sched
 	s.Clients[ci].Arrivals.Rate = 0
@@ -642,7 +644,7 @@ func runColumn(rp RunPlan, load float64, simulate simulateFunc) (Column, error) 
 
 // probeScenario is one simulation of a phase search: the run at load
 // with the trigger of the given size.
-func (rp RunPlan) probeScenario(load, size float64) sim.Scenario {
+func (rp RunPlan) probeScenario(load, size float64) scenario.Scenario {
 	ph := rp.Phase
 	s, ci := rp.withClient()
 	s.Clients[ci].Arrivals.Rate = load
@@ -661,14 +663,14 @@ func (rp RunPlan) probeScenario(load, size float64) sim.Scenario {
 		// Size 0 is no trigger, in the same window (a hang probability
 		// of 0 is not one; a flush of 0 keys would flush them all): a
 		// load spike of 1×, which changes nothing.
-		t = sim.Trigger{Kind: "load", Factor: 1, At: t.At, Duration: t.Duration}
+		t = scenario.Trigger{Kind: "load", Factor: 1, At: t.At, Duration: t.Duration}
 	}
-	s.Triggers = []sim.Trigger{t}
+	s.Triggers = []scenario.Trigger{t}
 	s.Duration = t.At + t.Duration + seconds(ph.AfterS)
 	return s
 }
 
-func clientBins(r sim.Result, name string) []sim.ClientBin {
+func clientBins(r result.Result, name string) []result.ClientBin {
 	for _, c := range r.Clients {
 		if c.Name == name {
 			return c.Bins
@@ -677,7 +679,7 @@ func clientBins(r sim.Result, name string) []sim.ClientBin {
 	return nil
 }
 
-func serviceBins(r sim.Result, name string) []sim.ServiceBin {
+func serviceBins(r result.Result, name string) []result.ServiceBin {
 	for _, v := range r.Services {
 		if v.Name == name {
 			return v.Bins

@@ -7,7 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // The runbook questions: what an operator can do during a storm, asked of
@@ -112,7 +113,7 @@ type LatestSearch struct {
 type SeedRun struct {
 	Seed    uint64 `json:"seed"`
 	Verdict string `json:"verdict"`
-	// RecoveryS and CollapseS as in sim.Result.
+	// RecoveryS and CollapseS as in result.Result.
 	RecoveryS *float64 `json:"recovery_s"`
 	CollapseS *float64 `json:"collapse_s"`
 	// ToRecoverS: seconds from the start of the incident (the run's first
@@ -135,7 +136,9 @@ type Comparison struct {
 // CompareRow is one run over every seed of the comparison.
 type CompareRow struct {
 	Run string `json:"run"`
-	// Verdicts: how many seeds ended stable, recovered, metastable.
+	// Verdicts: how many seeds ended stable, recovered, and otherwise
+	// (Metastable: metastable, or degraded or not judged, which no
+	// runbook comparison has yet shown).
 	Stable     int `json:"stable"`
 	Recovered  int `json:"recovered"`
 	Metastable int `json:"metastable"`
@@ -158,15 +161,15 @@ func (o Options) runbookAsked() bool {
 }
 
 // runDuration is how long the run's scenario lasts.
-func runDuration(s sim.Scenario) time.Duration {
+func runDuration(s scenario.Scenario) time.Duration {
 	if s.Duration == 0 {
-		return sim.DefaultDuration
+		return scenario.DefaultDuration
 	}
 	return s.Duration
 }
 
 // planCapacity plans the capacity question of a run.
-func planCapacity(o Options, s sim.Scenario) (*CapacityPlan, error) {
+func planCapacity(o Options, s scenario.Scenario) (*CapacityPlan, error) {
 	if o.CapacityAt == 0 {
 		return nil, nil
 	}
@@ -191,7 +194,7 @@ func planCapacity(o Options, s sim.Scenario) (*CapacityPlan, error) {
 }
 
 // planLatest plans the latest-time question of a run.
-func planLatest(o Options, s sim.Scenario) (*LatestPlan, error) {
+func planLatest(o Options, s scenario.Scenario) (*LatestPlan, error) {
 	if o.LatestFactor == 0 {
 		return nil, nil
 	}
@@ -210,7 +213,7 @@ func planLatest(o Options, s sim.Scenario) (*LatestPlan, error) {
 	if o.LatestResolution == 0 {
 		bin := s.Bin
 		if bin == 0 {
-			bin = sim.DefaultBin
+			bin = scenario.DefaultBin
 		}
 		p.ResolutionS = math.Max(bin.Seconds(), niceFloor((p.ToS-p.FromS)/runbookSteps))
 	}
@@ -241,16 +244,16 @@ func planCompare(o Options, seeds []uint64) (*ComparePlan, error) {
 // capacityScenario is a run with the capacity of its target set to
 // factor at the time at (the run's own capacity actions on the target
 // removed); a factor of 1 adds no action.
-func (rp RunPlan) capacityScenario(at time.Duration, factor float64) sim.Scenario {
+func (rp RunPlan) capacityScenario(at time.Duration, factor float64) scenario.Scenario {
 	s := rp.scenario
-	var acts []sim.Action
+	var acts []scenario.Action
 	for _, a := range s.Actions {
 		if a.Kind != "capacity" || a.Target != rp.Target {
 			acts = append(acts, a)
 		}
 	}
 	if factor != 1 {
-		acts = append(acts, sim.Action{At: at, Kind: "capacity", Target: rp.Target, Value: factor,
+		acts = append(acts, scenario.Action{At: at, Kind: "capacity", Target: rp.Target, Value: factor,
 			Label: fmt.Sprintf("capacity %s× (sweep)", trimFloat(factor))})
 	}
 	s.Actions = acts
@@ -271,7 +274,7 @@ func runCapacity(rp RunPlan, simulate simulateFunc) (CapacitySearch, error) {
 		cs.Simulations++
 		cs.VirtualS += res.DurationS
 		memo[k] = Probe{Size: f, Verdict: res.Verdict, RecoveryS: res.RecoveryS}
-		return res.Verdict != "metastable", nil
+		return !result.Down(res.Verdict), nil
 	}
 	k, ok, err := Bisect(cs.Sizes(), recovers)
 	if ok {
@@ -296,7 +299,7 @@ func runLatest(rp RunPlan, simulate simulateFunc) (LatestSearch, error) {
 		ls.Simulations++
 		ls.VirtualS += res.DurationS
 		memo[k] = Probe{Size: t, Verdict: res.Verdict, RecoveryS: res.RecoveryS}
-		return res.Verdict == "metastable", nil
+		return result.Down(res.Verdict), nil
 	}
 	k, ok, err := Bisect(ls.Sizes(), stuck)
 	switch {
@@ -337,7 +340,7 @@ func runCompareSeed(rp RunPlan, k int, simulate simulateFunc) (SeedRun, error) {
 // collapsed after it: runs of one file that come back at the same moment
 // can then differ in recovery_s, and a run that relapses counts from its
 // relapse. The comparison counts every run from the same start.
-func toRecover(r sim.Result, s sim.Scenario) *float64 {
+func toRecover(r result.Result, s scenario.Scenario) *float64 {
 	if r.RecoveryS == nil {
 		return nil
 	}
@@ -355,8 +358,8 @@ func toRecover(r sim.Result, s sim.Scenario) *float64 {
 }
 
 // recoveredAt is when the verdict says a recovered run was back
-// (sim.Result.RecoveredS).
-func recoveredAt(r sim.Result, _ sim.Scenario) float64 {
+// (result.Result.RecoveredS).
+func recoveredAt(r result.Result, _ scenario.Scenario) float64 {
 	if r.RecoveredS == nil {
 		return *r.CollapseS + *r.RecoveryS
 	}
@@ -366,13 +369,15 @@ func recoveredAt(r sim.Result, _ sim.Scenario) float64 {
 // relapsed reports whether the run had collapsed and come back before the
 // collapse its verdict reports: the verdict of the run up to that
 // collapse's start is not stable.
-func relapsed(r sim.Result, s sim.Scenario) bool {
+func relapsed(r result.Result, s scenario.Scenario) bool {
 	if r.CollapseS == nil || *r.CollapseS <= 0 {
 		return false
 	}
 	before := r
 	before.DurationS = *r.CollapseS
-	sim.Judge(&before, s)
+	// Judge sets the parts' verdicts too: not r's.
+	before.Clients, before.Services = slices.Clone(r.Clients), slices.Clone(r.Services)
+	result.Judge(&before, s)
 	return before.Verdict != "stable"
 }
 

@@ -84,12 +84,13 @@ func TestLatestMoreCapacity(t *testing.T) {
 }
 
 // TestCompareDynamoDB: examples/dynamodb-2015.yaml over three seeds. The
-// operators' order (pause, add capacity, resume) and resuming too early
-// both come back when the capacity has arrived, at the same time from the
-// incident's start, but resuming early relapses in every seed and ranks
-// after it; doing nothing never recovers and ranks last. sim's recovery_s
-// counts the relapsing run from its first collapse too, so the two are
-// within a few bins of each other.
+// operators' order (pause, add capacity, resume) comes back when the
+// capacity has arrived; resuming too early relapses in every seed and
+// ranks after it: its storage servers are back at the same time, but the
+// operators' own requests fail until about 165 s (the operators' order
+// lets them through from the pause on), and a run is back when its last
+// client is (sim/result's Judge). Doing nothing never recovers and ranks
+// last.
 func TestCompareDynamoDB(t *testing.T) {
 	f := loadExample(t, "dynamodb-2015.yaml")
 	p, err := NewPlan(f, Options{NoRamp: true, NoPhase: true, CompareSeeds: 3})
@@ -117,15 +118,14 @@ func TestCompareDynamoDB(t *testing.T) {
 	if right.Recovered != 3 || right.Relapses != 0 || early.Recovered != 3 || early.Relapses != 3 || nothing.Metastable != 3 || nothing.MedianS != nil {
 		t.Errorf("verdicts: %+v / %+v / %+v", right, early, nothing)
 	}
-	// Both are back once the capacity serves (150 s): 130 s after the
-	// slowdown began at 20 s, to within a few bins.
-	for _, r := range []CompareRow{right, early} {
-		if r.MedianS == nil || math.Abs(*r.MedianS-130) > 10 {
-			t.Errorf("%s: back %v s after the incident began, want 120–140", r.Run, show(r.MedianS))
-		}
+	// The operators' order is back once the capacity serves (150 s): 130 s
+	// after the slowdown began at 20 s, to within a few bins; resuming
+	// early, once the operators' requests succeed again, 5 to 30 s later.
+	if right.MedianS == nil || math.Abs(*right.MedianS-130) > 10 {
+		t.Errorf("%s: back %v s after the incident began, want 120–140", right.Run, show(right.MedianS))
 	}
-	if math.Abs(*early.MedianRecoveryS-*right.MedianRecoveryS) > 5 {
-		t.Errorf("recovery_s: early %v, right %v, want within 5 s: both count from the incident's first collapse", *early.MedianRecoveryS, *right.MedianRecoveryS)
+	if early.MedianS == nil || right.MedianS == nil || *early.MedianS < *right.MedianS+5 || *early.MedianS > *right.MedianS+30 {
+		t.Errorf("%s: back %v s after the incident began, want 5–30 s after %s (%v s)", early.Run, show(early.MedianS), right.Run, show(right.MedianS))
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 // tinyYAML is a small system that tips over: a service of 200/s (4
@@ -43,7 +43,7 @@ var tinyOptions = Options{From: 100, To: 260, Step: 40, Hold: 2 * time.Second,
 
 func tinyPlan(t *testing.T, o Options) Plan {
 	t.Helper()
-	f, err := sim.Parse("tiny.yaml", []byte(tinyYAML))
+	f, err := scenario.Parse("tiny.yaml", []byte(tinyYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestParseShard(t *testing.T) {
 // capacity (15 workers × 50 ms = 300/s) and its 1 s timeout and 10 s
 // outage.
 func TestPlanDefaults(t *testing.T) {
-	f, err := sim.Load(filepath.Join("..", "examples", "hotos-sweep.yaml"))
+	f, err := scenario.Load(filepath.Join("..", "examples", "hotos-sweep.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestPlanDefaults(t *testing.T) {
 }
 
 func TestPlanErrors(t *testing.T) {
-	f, err := sim.Parse("tiny.yaml", []byte(tinyYAML))
+	f, err := scenario.Parse("tiny.yaml", []byte(tinyYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestPlanErrors(t *testing.T) {
 		}
 	}
 	closed := strings.Replace(tinyYAML, "arrivals: {rate: 100}", "arrivals: {kind: closed, users: 10, think: {mean: 1s}}", 1)
-	f, err = sim.Parse("closed.yaml", []byte(closed))
+	f, err = scenario.Parse("closed.yaml", []byte(closed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestThresholds(t *testing.T) {
 // half of it (every request is tried twice), stormguard's defaults do not
 // collapse. Tolerances: one or two 10/s steps of the ramp.
 func TestHotOSThresholds(t *testing.T) {
-	f, err := sim.Load(filepath.Join("..", "examples", "hotos-sweep.yaml"))
+	f, err := scenario.Load(filepath.Join("..", "examples", "hotos-sweep.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestHotOSThresholds(t *testing.T) {
 // past about 1 s of outage the held backlog (2 × 200/s) is more than the
 // queue drains before the clients time out.
 func TestHotOSPhase(t *testing.T) {
-	f, err := sim.Load(filepath.Join("..", "examples", "hotos-sweep.yaml"))
+	f, err := scenario.Load(filepath.Join("..", "examples", "hotos-sweep.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

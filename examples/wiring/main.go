@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/httpx"
@@ -41,9 +42,11 @@ func main() {
 // newServer is the README's server.
 func newServer() http.Handler {
 	sg, err := httpx.NewServer(httpx.ServerConfig{
-		MaxTimeout: 5 * time.Second,                   // a caller can never extend it
-		Limit:      limit.Spec{Kind: limit.KindVegas}, // adaptive concurrency
-		Queue:      shed.Config{Capacity: 100, Order: shed.AdaptiveLIFO},
+		Config: admit.Config{
+			MaxTimeout: 5 * time.Second,                   // a caller can never extend it
+			Limit:      limit.Spec{Kind: limit.KindVegas}, // adaptive concurrency
+			Queue:      shed.Config{Capacity: 100, Order: shed.AdaptiveLIFO},
+		},
 	})
 	if err != nil {
 		log.Fatal(err)
