@@ -2,16 +2,10 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/internal/hostspeed"
@@ -19,637 +13,312 @@ import (
 	"github.com/stormguard/stormguard/internal/redistest"
 )
 
-func TestLeaseProtocol(t *testing.T) {
-	leakcheck.Check(t)
-	srv := redistest.Start(t)
-	rdb := newClient(t, srv.Addr())
-	ctx := t.Context()
-	key := "lease"
-	look := func() Level {
-		t.Helper()
-		lv, err := Peek(ctx, rdb, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lv
-	}
-
-	prefill(t, srv.Addr(), key, aws2026(t))
-	b, err := New(ctx, rdb, Config{Key: key, Spec: aws2026(t), FleetSize: 1, MaxWait: hostspeed.Scale(100 * time.Millisecond), Timeout: redisTimeout()})
+// peek reads the budget key at addr.
+func peek(t testing.TB, addr, key string) Level {
+	t.Helper()
+	lv, err := Peek(context.Background(), newClient(t, addr), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
-	if m := b.Mode(); m != ModeFleet {
-		t.Fatalf("mode %v after New", m)
-	}
-	// Joining leases twice the highest cost (28) out of the full pool.
-	if s := b.Stats(); s.Hold != 28 || s.Pool != 472 || s.RoundTrips != 1 {
-		t.Fatalf("after New: %+v", s)
-	}
-	if lv := look(); lv.Tokens != 500 || lv.Pool != 472 || lv.Held != 28 || lv.Processes != 1 || lv.Capacity != 500 {
-		t.Fatalf("Redis after New: %+v", lv)
-	}
+	return lv
+}
 
-	// Two retries empty the lease; the second crosses the low-water mark
-	// and the background goroutine refills it.
-	now := time.Now()
-	t1, ok1 := b.RetryAt(now, budget.Transient)
-	t2, ok2 := b.RetryAt(now, budget.Transient)
-	if !ok1 || !ok2 || !t1.Retry() {
-		t.Fatal("retries refused with a full lease")
+// TestIdleProcessesHoldNothing: processes that make only first-try
+// successes hold no tokens and talk to Redis only at their heartbeat; their
+// earnings reach the pool, which never exceeds the capacity.
+func TestIdleProcessesHoldNothing(t *testing.T) {
+	leakcheck.Check(t)
+	srv := redistest.Start(t)
+	const n = 8
+	hb := 300 * time.Millisecond
+	var bs []*Budget
+	for i := range n {
+		b, _ := newBudget(t, srv.Addr(), Config{Key: "idle", ID: "p" + string(rune('0'+i)), Heartbeat: hb})
+		bs = append(bs, b)
 	}
-	waitFor(t, hostspeed.Scale(2*time.Second), "the refill", func() bool { return b.Stats().Hold == 28 })
-	if lv := look(); lv.Tokens != 472 || lv.Held != 28 {
-		t.Fatalf("Redis after 2 retries: %+v", lv)
+	work := func(d time.Duration) time.Duration {
+		start := time.Now()
+		for time.Since(start) < d {
+			for _, b := range bs {
+				for range 20 {
+					b.EndAt(time.Time{}, budget.Success, budget.Ticket{})
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	// The pool fills (the earnings are sent while it is low) …
+	work(2 * hb)
+	before := make([]uint64, n)
+	for i, b := range bs {
+		before[i] = b.Stats().RoundTrips
+	}
+	// … then, full, it hears from each process once a heartbeat.
+	el := work(4 * hb)
+	for i, b := range bs {
+		st := b.Stats()
+		if max := 1 + int(el/hb); st.RoundTrips-before[i] > uint64(max) || st.Hold != 0 {
+			t.Errorf("process %d: %d round trips in %v (want ≤ %d), holds %g (want 0)", i, st.RoundTrips-before[i], el, max, st.Hold)
+		}
+	}
+	if lv := peek(t, srv.Addr(), "idle"); lv.Pool != lv.Capacity || lv.Processes != n {
+		t.Errorf("pool %g of %g, %d processes; want it full, %d processes", lv.Pool, lv.Capacity, lv.Processes, n)
+	}
+}
+
+// TestRetryWaitsForAGrant: a process that holds nothing gets a retry with
+// one round trip, as long as the pool holds its price; then it is given
+// what it asked for, not more.
+func TestRetryWaitsForAGrant(t *testing.T) {
+	leakcheck.Check(t)
+	srv := redistest.Start(t)
+	credit(t, srv.Addr(), "grant", 100)
+	b, _ := newBudget(t, srv.Addr(), Config{Key: "grant", MaxWait: redisTimeout()})
+	before := b.Stats().RoundTrips
+	start := time.Now()
+	tk, ok := b.RetryAt(time.Now(), budget.Transient)
+	took := time.Since(start)
+	if !ok || tk.Data() != 14_000 {
+		t.Fatalf("retry refused (ok %t, ticket %d) with 100 tokens in the pool", ok, tk.Data())
+	}
+	if st := b.Stats(); st.RoundTrips != before+1 || st.Hold != 0 || st.Pool != 86 {
+		t.Errorf("after one retry: %d round trips (want 1), hold %g (want 0), pool %g (want 86)", st.RoundTrips-before, st.Hold, st.Pool)
+	}
+	t.Logf("the retry waited %v for its grant", took)
+	// The retry succeeds: its price comes back to the pool, with the next
+	// message.
+	b.EndAt(time.Now(), budget.Success, tk)
+	if _, ok := b.RetryAt(time.Now(), budget.Throttling); !ok {
+		t.Fatal("a second retry refused")
+	}
+	if lv := peek(t, srv.Addr(), "grant"); lv.Pool != 100-5 {
+		t.Errorf("pool %g after a refund and a throttling retry, want 95", lv.Pool)
+	}
+}
+
+// TestEmptyPoolBacksOff: when the pool cannot pay, the retry is refused and
+// the process is told when to ask again (here, with RoundTrips 1, a second:
+// the waiting processes together ask once a second); until then a retry it
+// cannot pay for is refused at once, without a round trip.
+func TestEmptyPoolBacksOff(t *testing.T) {
+	leakcheck.Check(t)
+	srv := redistest.Start(t)
+	b, _ := newBudget(t, srv.Addr(), Config{Key: "empty", MaxWait: hostspeed.Scale(100 * time.Millisecond), RoundTrips: 1})
+	if _, ok := b.RetryAt(time.Now(), budget.Transient); ok {
+		t.Fatal("a new budget granted a retry: its pool starts empty")
 	}
 	rt := b.Stats().RoundTrips
-
-	// A refund and an ignore go back into the lease without a round trip.
-	b.EndAt(now, budget.Success, t1)
-	b.EndAt(now, budget.Ignore, t2)
-	if s := b.Stats(); s.Hold != 56 || s.RoundTrips != rt {
-		t.Fatalf("after a refund and an ignore: %+v (round trips before %d)", s, rt)
-	}
-
-	// 20 failed retries cost 280 tokens: the lease is refilled as it goes.
-	for i := range 20 {
-		tk, ok := b.RetryAt(time.Now(), budget.Transient)
-		if !ok {
-			t.Fatalf("retry %d refused; %+v", i, b.Stats())
-		}
-		b.EndAt(now, budget.Failure, tk)
-	}
-	// 100 first-try successes earn 100 tokens, sent in one batch.
 	for range 100 {
-		b.BeginAt(now)
-		b.EndAt(now, budget.Success, budget.Ticket{})
-	}
-	waitFor(t, hostspeed.Scale(2*time.Second), "the successes to reach Redis", func() bool { return look().Tokens == 500-280+100 })
-
-	// Close hands the lease back.
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if lv := look(); lv.Tokens != 320 || lv.Held != 0 || lv.Processes != 0 {
-		t.Fatalf("Redis after Close: %+v", lv)
-	}
-	if _, ok := b.RetryAt(now, budget.Transient); ok || b.Mode() != ModeClosed {
-		t.Fatalf("a closed budget granted a retry (mode %v)", b.Mode())
-	}
-	b.EndAt(now, budget.Success, budget.Ticket{}) // no panic, no effect
-	if err := b.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-}
-
-// TestAccountingExact runs three budgets (three "processes" in one) through
-// a random mix of retries, refunds, ignores and successes while Redis is
-// frozen for longer than the lease TTL, so that every process falls back,
-// Redis reclaims their leases, and they rejoin. Kept away from the
-// capacity, the shared level must come out exact: nothing lost, nothing
-// counted twice.
-func TestAccountingExact(t *testing.T) {
-	leakcheck.Check(t)
-	srv := redistest.Start(t)
-	ctx := t.Context()
-	spec := aws2026(t)
-	logger, logs := testLogger()
-	prefill(t, srv.Addr(), "exact", spec)
-	const n = 3
-	var budgets [n]*Budget
-	for i := range budgets {
-		b, err := New(ctx, newClient(t, srv.Addr()), Config{
-			Key: "exact", Spec: spec, FleetSize: n, LeaseTTL: 300 * time.Millisecond,
-			ID: fmt.Sprintf("p%d", i), Logger: logger, MaxWait: hostspeed.Scale(20 * time.Millisecond),
-			Timeout: hostspeed.Scale(50 * time.Millisecond),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		budgets[i] = b
-	}
-	// Phase 1: drain 8 retries each (336 tokens), so that what follows
-	// never reaches the capacity.
-	var spent float64
-	for _, b := range budgets {
-		for range 8 {
-			tk, ok := b.RetryAt(time.Now(), budget.Transient)
-			if !ok {
-				t.Fatalf("drain refused: %+v", b.Stats())
-			}
-			b.EndAt(time.Now(), budget.Failure, tk)
-			spent += 14
-		}
-	}
-
-	// Phase 2: a random mix from three goroutines, Redis frozen in the
-	// middle.
-	var (
-		mu    sync.Mutex
-		total tally
-		wg    sync.WaitGroup
-	)
-	stop := make(chan struct{})
-	for i, b := range budgets {
-		wg.Go(func() {
-			var tl tally
-			rewards := 0
-			for k := uint64(0); ; k++ {
-				select {
-				case <-stop:
-					mu.Lock()
-					total.add(tl)
-					mu.Unlock()
-					return
-				default:
-				}
-				now := time.Now()
-				h := (k*2654435761 + uint64(i)*97) % 10
-				switch {
-				case h == 0 && rewards < 60:
-					b.EndAt(now, budget.Success, budget.Ticket{})
-					tl.Rewards++
-					rewards++
-				default:
-					tk, ok := b.RetryAt(now, budget.Cause(h%3))
-					if !ok {
-						tl.Refused++
-						break
-					}
-					c := []float64{14, 5, 14}[h%3]
-					tl.Granted++
-					tl.Charged += c
-					switch h % 4 {
-					case 0:
-						b.EndAt(now, budget.Success, tk)
-						tl.Refunded += c
-					case 1:
-						b.EndAt(now, budget.Ignore, tk)
-						tl.Refunded += c
-					default:
-						b.EndAt(now, budget.Failure, tk)
-					}
-				}
-				time.Sleep(300 * time.Microsecond)
-			}
-		})
-	}
-	time.Sleep(300 * time.Millisecond)
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, hostspeed.Scale(5*time.Second), "every process to fall back", func() bool {
-		for _, b := range budgets {
-			if b.Mode() != ModeFallback {
-				return false
-			}
-		}
-		return true
-	})
-	time.Sleep(500 * time.Millisecond) // longer than the lease TTL
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, hostspeed.Scale(5*time.Second), "every process to rejoin", func() bool {
-		for _, b := range budgets {
-			if b.Mode() != ModeFleet {
-				return false
-			}
-		}
-		return true
-	})
-	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	for _, b := range budgets {
-		if err := b.Close(); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-		if s := b.Stats(); s.Fallbacks == 0 || s.Rejoins == 0 {
-			t.Errorf("stats %+v: want a fallback and a rejoin", s)
-		}
-	}
-	lv, err := Peek(ctx, newClient(t, srv.Addr()), "exact")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := 500 - spent - total.net() + total.Rewards
-	t.Logf("phase 2: %d granted, %d refused, net %.0f tokens, %.0f rewards; level %.3f, want %.3f", total.Granted, total.Refused, total.net(), total.Rewards, lv.Tokens, want)
-	if lv.Tokens != want || lv.Held != 0 {
-		t.Errorf("shared level %+v, want %v tokens and none held", lv, want)
-	}
-	if total.Granted < 50 {
-		t.Errorf("only %d retries granted: the test did not exercise the budget", total.Granted)
-	}
-	for _, s := range []string{"falling back", "rejoined", "mode=fallback"} {
-		if !strings.Contains(logs.String(), s) {
-			t.Errorf("the log does not say %q:\n%s", s, logs.String())
-		}
-	}
-}
-
-// TestThreeProcessesShareBudget runs three OS processes on one budget
-// against a dependency that keeps failing: together they stay within the
-// one budget (plus the lease slack), where three local budgets would allow
-// three times as much.
-func TestThreeProcessesShareBudget(t *testing.T) {
-	srv := redistest.Start(t)
-	prefill(t, srv.Addr(), "procs", aws2026(t))
-	const n = 3
-	var children [n]*child
-	for i := range children {
-		children[i] = startHelper(t, "spend",
-			"STORMGUARD_REDIS_ADDR="+srv.Addr(), "STORMGUARD_KEY=procs",
-			"STORMGUARD_DURATION=1500ms", fmt.Sprintf("STORMGUARD_SEED=%d", i+1),
-			"STORMGUARD_TIMEOUT="+hostspeed.Scale(200*time.Millisecond).String()) // a fallback is logged, not an error
-	}
-	for _, c := range children {
-		if l := c.next(t, 20*time.Second); l != "ready" {
-			t.Fatalf("helper said %q", l)
-		}
-	}
-	for _, c := range children {
-		fmt.Fprintln(c.stdin, "go")
-	}
-	var total tally
-	var ops, trips float64
-	for i, c := range children {
-		var tl tally
-		line := c.next(t, 20*time.Second)
-		if err := json.Unmarshal([]byte(line), &tl); err != nil {
-			t.Fatalf("helper %d: %v: %q", i, err, line)
-		}
-		if tl.Mode != "fleet" || tl.Stats.Fallbacks != 0 {
-			// Not an error: a round trip slower than the timeout on a
-			// loaded machine. The bound below must hold all the same.
-			t.Logf("helper %d fell back: %+v", i, tl)
-		}
-		t.Logf("process %d: %d requests, %d retries granted, %d refused, net %.0f tokens, %.0f rewards, %d round trips, max RetryAt %v",
-			i, tl.Requests, tl.Granted, tl.Refused, tl.net(), tl.Rewards, tl.Stats.RoundTrips, tl.MaxRetryWait)
-		total.add(tl)
-		ops += float64(2*tl.Requests + 2*tl.Granted + tl.Refused)
-		trips += float64(tl.Stats.RoundTrips)
-	}
-	slack := float64(n * 2 * 28)
-	bound := 500 + total.Rewards
-	t.Logf("fleet: net %.0f tokens for a budget of %.0f (500 + rewards), slack %.0f; %.2f round trips per 100 operations",
-		total.net(), bound, slack, 100*trips/ops)
-	if total.net() > bound+slack {
-		t.Errorf("the fleet spent %.0f tokens on retries, more than the budget %.0f + slack %.0f", total.net(), bound, slack)
-	}
-	if total.net() < 500-slack {
-		t.Errorf("the fleet spent only %.0f tokens: the budget was not used", total.net())
-	}
-	if lv, err := Peek(t.Context(), newClient(t, srv.Addr()), "procs"); err != nil {
-		t.Fatal(err)
-	} else if lv.Held != 0 || lv.Processes != 0 || lv.Tokens > 500-total.net()+total.Rewards+1e-9 {
-		t.Errorf("after the processes closed: %+v", lv)
-	}
-}
-
-// TestDeadProcessLeaseReturns kills a process that holds a lease: after
-// the lease TTL, Redis gives its tokens back to the pool (including the 14
-// it spent since its last round trip: that is the lease slack).
-func TestDeadProcessLeaseReturns(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := newClient(t, srv.Addr())
-	prefill(t, srv.Addr(), "dead", aws2026(t))
-	c := startHelper(t, "hold", "STORMGUARD_REDIS_ADDR="+srv.Addr(), "STORMGUARD_KEY=dead",
-		"STORMGUARD_TIMEOUT="+redisTimeout().String())
-	if l := c.next(t, 20*time.Second); l != "ready" {
-		t.Fatalf("helper said %q", l)
-	}
-	lv, err := Peek(t.Context(), rdb, "dead")
-	if err != nil || lv.Held != 28 || lv.Processes != 1 {
-		t.Fatalf("with the helper alive: %+v %v", lv, err)
-	}
-	if err := c.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	// A live process's next round trip reclaims the dead lease.
-	b, err := New(t.Context(), rdb, Config{Key: "dead", Spec: aws2026(t), LeaseTTL: 300 * time.Millisecond, Timeout: redisTimeout()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	waitFor(t, hostspeed.Scale(3*time.Second), "the dead lease to return", func() bool {
-		lv, err := Peek(t.Context(), rdb, "dead")
-		return err == nil && lv.Processes == 1 && lv.Held == 28 && lv.Tokens == 500
-	})
-}
-
-// TestOutageKillRestart kills Redis in the middle of a storm and starts it
-// again, empty: every process falls back, then rejoins, and the fleet
-// never spends more than the budget plus the lease slack.
-func TestOutageKillRestart(t *testing.T) {
-	leakcheck.Check(t)
-	srv := redistest.Start(t)
-	ctx := t.Context()
-	logger, logs := testLogger()
-	prefill(t, srv.Addr(), "outage", aws2026(t))
-	const n = 3
-	var budgets [n]*Budget
-	for i := range budgets {
-		b, err := New(ctx, newClient(t, srv.Addr()), Config{Key: "outage", Spec: aws2026(t), FleetSize: n, Logger: logger, Timeout: hostspeed.Scale(50 * time.Millisecond)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		budgets[i] = b
-	}
-	slack := budgets[0].LeaseSlack()
-	w := workload{pFirst: 0.05, pRetry: 0.3, cost: 14, reward: 1, pause: 100 * time.Microsecond}
-	var (
-		mu    sync.Mutex
-		total tally
-		wg    sync.WaitGroup
-	)
-	stop := make(chan struct{})
-	for i, b := range budgets {
-		wg.Go(func() {
-			tl := w.run(b, uint64(i+1), time.Now().Add(time.Minute), stop)
-			mu.Lock()
-			total.add(tl)
-			mu.Unlock()
-		})
-	}
-	all := func(m Mode) func() bool {
-		return func() bool {
-			for _, b := range budgets {
-				if b.Mode() != m {
-					return false
-				}
-			}
-			return true
-		}
-	}
-	time.Sleep(400 * time.Millisecond)
-	srv.Kill()
-	killed := time.Now()
-	waitFor(t, hostspeed.Scale(3*time.Second), "every process to fall back", all(ModeFallback))
-	t.Logf("all processes in fallback %v after the kill", time.Since(killed).Round(time.Millisecond))
-	time.Sleep(500 * time.Millisecond)
-	srv.Restart()
-	restarted := time.Now()
-	waitFor(t, hostspeed.Scale(5*time.Second), "every process to rejoin", all(ModeFleet))
-	t.Logf("all processes rejoined %v after the restart", time.Since(restarted).Round(time.Millisecond))
-	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-
-	over := total.net() - (500 + total.Rewards)
-	t.Logf("net %.0f tokens on retries, budget 500 + %.0f rewards: overshoot %.0f tokens, lease slack %.0f; max RetryAt %v",
-		total.net(), total.Rewards, max(over, 0), slack, total.MaxRetryWait)
-	if over > slack {
-		t.Errorf("the fleet exceeded the budget by %.0f tokens, more than the lease slack %.0f", over, slack)
-	}
-	// That a RetryAt never waits on Redis is checked where it can show, with
-	// Redis frozen (TestRetryAtBoundedWhileRedisHangs): here a round trip to
-	// a killed Redis fails at once, and a slow RetryAt is the host's.
-	for _, s := range []string{"falling back", "rejoined", "lost the shared state"} {
-		if !strings.Contains(logs.String(), s) {
-			t.Errorf("the log does not say %q", s)
-		}
-	}
-}
-
-// TestRetryAtBoundedWhileRedisHangs freezes Redis: no RetryAt waits more
-// than MaxWait (plus scheduling), the process falls back, and retries go on
-// from the local share.
-func TestRetryAtBoundedWhileRedisHangs(t *testing.T) {
-	leakcheck.Check(t)
-	srv := redistest.Start(t)
-	logger, _ := testLogger()
-	// A long timeout: a RetryAt that waited on Redis would take a second.
-	timeout := hostspeed.Scale(time.Second)
-	rdb := redis.NewClient(ClientOptions(srv.Addr(), "", timeout))
-	t.Cleanup(func() { rdb.Close() })
-	prefill(t, srv.Addr(), "hang", aws2026(t))
-	b, err := New(t.Context(), rdb, Config{Key: "hang", Spec: aws2026(t), FleetSize: 4, Logger: logger, Timeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Resume() })
-	var slowest time.Duration
-	granted, rewards := 0, 0
-	deadline := time.Now().Add(2*timeout + 200*time.Millisecond)
-	for time.Now().Before(deadline) {
 		start := time.Now()
-		tk, ok := b.RetryAt(start, budget.Transient)
-		slowest = max(slowest, time.Since(start))
+		if _, ok := b.RetryAt(time.Now(), budget.Transient); ok {
+			t.Fatal("granted from an empty pool")
+		}
+		if d := time.Since(start); d > hostspeed.Scale(5*time.Millisecond) {
+			t.Fatalf("a refusal during the back-off took %v", d)
+		}
+	}
+	if st := b.Stats(); st.RoundTrips > rt+1 {
+		t.Errorf("%d round trips for 100 retries refused during the back-off", st.RoundTrips-rt)
+	}
+	// Rewards come in; after the back-off the process asks again.
+	credit(t, srv.Addr(), "empty", 50)
+	waitFor(t, hostspeed.Scale(3*time.Second), "a grant after the back-off", func() bool {
+		_, ok := b.RetryAt(time.Now(), budget.Transient)
+		return ok
+	})
+}
+
+// TestBusyProcessLeases: a process that retries often is granted ahead of
+// its need (a lease), so that most retries cost no round trip; what it does
+// not spend, and the refunds, go back to the pool: after LeaseTTL, with its
+// next message (here its heartbeat: the pool is not low).
+func TestBusyProcessLeases(t *testing.T) {
+	leakcheck.Check(t)
+	srv := redistest.Start(t)
+	credit(t, srv.Addr(), "busy", 500)
+	ttl := hostspeed.Scale(300 * time.Millisecond)
+	b, _ := newBudget(t, srv.Addr(), Config{Key: "busy", LeaseTTL: ttl, LeaseSize: 100, MaxWait: redisTimeout(), Heartbeat: 2 * ttl})
+	rt := b.Stats().RoundTrips
+	granted := 0
+	for range 30 {
+		tk, ok := b.RetryAt(time.Now(), budget.Transient)
 		if ok {
 			granted++
-			b.EndAt(start, budget.Failure, tk)
+			b.EndAt(time.Now(), budget.Success, tk) // refunded
 		}
-		b.EndAt(start, budget.Success, budget.Ticket{})
-		rewards++
-		time.Sleep(100 * time.Microsecond)
+		time.Sleep(2 * time.Millisecond)
 	}
-	t.Logf("slowest RetryAt %v; %d retries granted; %+v", slowest, granted, b.Stats())
-	// A RetryAt that waited on a round trip to the frozen Redis would take
-	// the whole Timeout; anything shorter than half of it is MaxWait (2ms)
-	// and the host's scheduling (under -race on a busy host, one RetryAt in
-	// thousands was seen to take 0.8s).
-	if bound := timeout / 2; slowest > bound {
-		t.Errorf("a RetryAt waited %v on a frozen Redis, more than half the round trip timeout %v", slowest, timeout)
+	st := b.Stats()
+	if granted != 30 || st.RoundTrips-rt > 15 {
+		t.Errorf("%d of 30 retries granted with %d round trips; want all, with at most one round trip per two retries", granted, st.RoundTrips-rt)
 	}
-	if b.Mode() != ModeFallback {
-		t.Errorf("mode %v with Redis frozen", b.Mode())
+	if st.Hold == 0 {
+		t.Fatal("a busy process holds nothing ahead")
 	}
-	// At most its lease, what it borrowed (one lease) and the rewards.
-	if granted == 0 || granted*14 > 2*28+rewards {
-		t.Errorf("%d retries granted in fallback", granted)
-	}
+	// Unused, the lease returns to the pool: everything is back.
+	waitFor(t, 6*ttl+hostspeed.Scale(time.Second), "the lease to return", func() bool {
+		return b.Stats().Hold == 0 && peek(t, srv.Addr(), "busy").Pool == 500
+	})
 }
 
-// TestNoRedisAtStart: New answers at once with a working budget in
-// fallback, then joins when Redis appears.
-func TestNoRedisAtStart(t *testing.T) {
+// TestCloseGivesBack: Close sends what the process holds and earned.
+func TestCloseGivesBack(t *testing.T) {
 	leakcheck.Check(t)
 	srv := redistest.Start(t)
-	srv.Kill()
-	logger, _ := testLogger()
-	start := time.Now()
-	b, err := New(t.Context(), newClient(t, srv.Addr()), Config{Key: "late", Spec: aws2026(t), FleetSize: 5, Logger: logger, RejoinInterval: 50 * time.Millisecond})
-	if err != nil {
+	credit(t, srv.Addr(), "close", 200)
+	b, _ := newBudget(t, srv.Addr(), Config{Key: "close", LeaseSize: 100, MaxWait: redisTimeout()})
+	for range 10 {
+		if _, ok := b.RetryAt(time.Now(), budget.Transient); !ok {
+			t.Fatal("retry refused")
+		}
+	}
+	for range 7 {
+		b.EndAt(time.Time{}, budget.Success, budget.Ticket{})
+	}
+	held := b.Stats().Hold
+	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
-	if d, bound := time.Since(start), hostspeed.Scale(300*time.Millisecond); d > bound {
-		t.Errorf("New took %v without Redis, more than %v", d, bound)
+	if b.Mode() != ModeClosed {
+		t.Errorf("mode %v after Close", b.Mode())
 	}
-	if s := b.Stats(); s.Mode != ModeFallback || s.Hold != 100 {
-		t.Fatalf("without Redis: %+v, want fallback with a full share of 100 tokens", s)
+	if _, ok := b.RetryAt(time.Now(), budget.Transient); ok {
+		t.Error("a retry granted after Close")
 	}
-	granted := 0
-	for {
-		tk, ok := b.RetryAt(time.Now(), budget.Transient)
-		if !ok {
-			break
-		}
-		granted++
-		b.EndAt(time.Now(), budget.Failure, tk)
+	lv := peek(t, srv.Addr(), "close")
+	if want := 200 - 10*14 + 7.0; lv.Pool != want || lv.Processes != 0 {
+		t.Errorf("after Close (it held %g): pool %g, %d processes; want %g, 0", held, lv.Pool, lv.Processes, want)
 	}
-	if granted != 7 { // ⌊100 / 14⌋
-		t.Errorf("%d retries from a share of 100 tokens, want 7", granted)
-	}
-	srv.Restart()
-	waitFor(t, hostspeed.Scale(3*time.Second), "the budget to join", func() bool { return b.Mode() == ModeFleet })
-	// It created the state, empty for the probation; then the pool fills
-	// and it spent 98 tokens from a share it never had: the fleet is
-	// charged.
-	waitFor(t, hostspeed.Scale(3*time.Second), "the settlement", func() bool {
-		lv, err := Peek(t.Context(), newClient(t, srv.Addr()), "late")
-		return err == nil && lv.Tokens == -98
-	})
-	endProbation(t, srv.Addr(), "late", b)
-	waitFor(t, hostspeed.Scale(3*time.Second), "the spending to be settled", func() bool {
-		lv, err := Peek(t.Context(), newClient(t, srv.Addr()), "late")
-		return err == nil && lv.Tokens == 500-98
-	})
 }
 
+// TestSpendNeverExceedsRewards: processes retrying against a dependency that
+// mostly fails never spend, net of refunds, more than the fleet earned: the
+// pool starts empty and only credit fills it.
+func TestSpendNeverExceedsRewards(t *testing.T) {
+	leakcheck.Check(t)
+	srv := redistest.Start(t)
+	const n = 4
+	var bs []*Budget
+	for i := range n {
+		b, _ := newBudget(t, srv.Addr(), Config{Key: "bound", ID: "w" + string(rune('0'+i)), MaxWait: 5 * time.Millisecond})
+		bs = append(bs, b)
+	}
+	done := make(chan tally, n)
+	until := time.Now().Add(hostspeed.Scale(1500 * time.Millisecond))
+	for i, b := range bs {
+		go func() {
+			w := workload{pFirst: 0.3, pRetry: 0.3, cost: 14, reward: 1, pause: 200 * time.Microsecond}
+			done <- w.run(b, uint64(i), until, nil)
+		}()
+	}
+	var total tally
+	for range n {
+		total.add(<-done)
+	}
+	t.Logf("%d requests, %.0f tokens earned, %d retries granted, %d refused, %.0f tokens spent net", total.Requests, total.Rewards, total.Granted, total.Refused, total.net())
+	if total.net() > total.Rewards {
+		t.Errorf("spent %.0f tokens net, more than the %.0f the fleet earned", total.net(), total.Rewards)
+	}
+	if total.Granted < 50 {
+		t.Errorf("only %d retries granted: the earnings did not reach the retries", total.Granted)
+	}
+}
+
+// TestSpecMismatch: a process of another spec is refused while a process of
+// the first is live.
+func TestSpecMismatch(t *testing.T) {
+	leakcheck.Check(t)
+	srv := redistest.Start(t)
+	newBudget(t, srv.Addr(), Config{Key: "spec"})
+	other, _ := budget.Preset("aws-standard")
+	logger, _ := testLogger()
+	_, err := New(context.Background(), newClient(t, srv.Addr()), Config{Key: "spec", Spec: other, Logger: logger, Timeout: redisTimeout()})
+	if !errors.Is(err, ErrSpecMismatch) || !strings.Contains(err.Error(), "1 live processes") {
+		t.Errorf("another spec: %v, want ErrSpecMismatch naming 1 live process", err)
+	}
+}
+
+// TestWindowShared: a window budget is shared: retries are granted up to
+// the ratio of the fleet's requests.
 func TestWindowShared(t *testing.T) {
 	leakcheck.Check(t)
 	srv := redistest.Start(t)
-	ctx := t.Context()
-	spec := budget.Spec{Kind: budget.KindWindow, Window: 10 * time.Second, Ratio: 0.5}
-	var bs [2]*Budget
-	for i := range bs {
-		b, err := New(ctx, newClient(t, srv.Addr()), Config{Key: "win", Spec: spec, LeaseSize: 5, FlushEvery: 10, MaxWait: hostspeed.Scale(20 * time.Millisecond), Timeout: redisTimeout()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		bs[i] = b
-		if !b.NeedsClock() {
-			t.Error("a window must read the clock")
-		}
+	spec := budget.Spec{Kind: budget.KindWindow, Window: 10 * time.Second, Ratio: 0.1}
+	a, _ := newBudget(t, srv.Addr(), Config{Key: "win", Spec: spec, ID: "a", MaxWait: redisTimeout()})
+	b, _ := newBudget(t, srv.Addr(), Config{Key: "win", Spec: spec, ID: "b", MaxWait: redisTimeout()})
+	for range 100 {
+		a.BeginAt(time.Now())
 	}
-	// No requests yet: no retry allowed.
-	if _, ok := bs[0].RetryAt(time.Now(), budget.Transient); ok {
-		t.Fatal("retry granted with no requests in the window")
+	// b asks; a's requests reach Redis with a's next message (its
+	// heartbeat, or now: Close).
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
 	}
-	// 100 requests in each process allow 0.5 × 200 = 100 retries in all.
-	for _, b := range bs {
-		for range 100 {
-			b.BeginAt(time.Now())
-		}
-	}
-	waitFor(t, hostspeed.Scale(2*time.Second), "the requests to reach Redis", func() bool {
-		lv, err := Peek(ctx, newClient(t, srv.Addr()), "win")
-		return err == nil && lv.Requests == 200
-	})
 	granted := 0
-	for i := 0; i < 400; i++ {
-		b := bs[i%2]
-		tk, ok := b.RetryAt(time.Now(), budget.Transient)
-		if ok {
+	for range 20 {
+		if tk, ok := b.RetryAt(time.Now(), budget.Transient); ok {
 			granted++
-			if i%10 == 0 { // abandoned before it started: given back
-				b.EndAt(time.Now(), budget.Ignore, tk)
-				granted--
-			} else {
-				b.EndAt(time.Now(), budget.Failure, tk)
-			}
-		}
-		if !ok {
-			time.Sleep(2 * time.Millisecond) // let a refill land
+			_ = tk
 		}
 	}
-	slack := bs[0].LeaseSlack()
-	t.Logf("%d retries granted for an allowance of 100 (slack %.0f)", granted, slack)
-	if granted > 100 || float64(granted) < 100-slack {
-		t.Errorf("%d retries granted, want at most 100 and close to it", granted)
-	}
-	lv, err := Peek(ctx, newClient(t, srv.Addr()), "win")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lv.Kind != budget.KindWindow || lv.Allowed != 100 || lv.Retries > 100 || lv.Window != 10*time.Second {
-		t.Errorf("Redis: %+v", lv)
-	}
-}
-
-func TestSpecMismatch(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := newClient(t, srv.Addr())
-	b, err := New(t.Context(), rdb, Config{Key: "spec", Spec: aws2026(t), Timeout: redisTimeout()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	other := aws2026(t)
-	other.Capacity = 1000
-	if _, err := New(t.Context(), rdb, Config{Key: "spec", Spec: other, Timeout: redisTimeout()}); !errors.Is(err, ErrSpecMismatch) {
-		t.Fatalf("New with another spec: %v, want ErrSpecMismatch", err)
-	}
-}
-
-func TestConfigErrors(t *testing.T) {
-	for _, c := range []Config{
-		{Spec: budget.Spec{Kind: budget.KindTokenBucket}},
-		{Key: "a{b}", Spec: budget.Spec{Kind: budget.KindTokenBucket}},
-		{Key: "k"},
-		{Key: "k", Spec: budget.Spec{Kind: budget.KindConcurrency}},
-		{Key: "k", Spec: budget.Spec{Kind: budget.KindTokenBucket, RetryCost: 5}, LeaseSize: 4},
-		{Key: "k", Spec: budget.Spec{Kind: budget.KindWindow, Ratio: 0.1}, LeaseSize: 1.5},
-		{Key: "k", Spec: budget.Spec{Kind: budget.KindWindow, Ratio: 0.1, Window: time.Millisecond}},
-		{Key: "k", Spec: budget.Spec{Kind: budget.KindTokenBucket}, LeaseTTL: time.Millisecond},
-		{Key: "k", Spec: budget.Spec{Kind: budget.KindTokenBucket}, ID: "a b"},
-	} {
-		if _, err := New(context.Background(), nil, c); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("New(%+v): %v, want ErrInvalidConfig", c, err)
-		}
-	}
-}
-
-// TestSpecDefaultsMatchBudget checks that the fleet fills a spec's zero
-// fields as the budget package does.
-func TestSpecDefaultsMatchBudget(t *testing.T) {
-	s := specDefaults(budget.Spec{Kind: budget.KindTokenBucket})
-	local, err := budget.Spec{Kind: budget.KindTokenBucket}.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := local.(*budget.TokenBucket)
-	if tb.Capacity() != s.Capacity {
-		t.Errorf("capacity %v, budget says %v", s.Capacity, tb.Capacity())
-	}
-	for c, want := range []float64{s.RetryCost, s.ThrottleCost, s.TimeoutCost} {
-		fresh, _ := budget.Spec{Kind: budget.KindTokenBucket}.New()
-		before := fresh.(*budget.TokenBucket).Level()
-		fresh.RetryAt(time.Time{}, budget.Cause(c))
-		if got := before - fresh.(*budget.TokenBucket).Level(); math.Abs(got-want) > 1e-9 {
-			t.Errorf("cause %v costs %v, budget says %v", budget.Cause(c), want, got)
-		}
-	}
-	fresh, _ := budget.Spec{Kind: budget.KindTokenBucket}.New()
-	tk, _ := fresh.RetryAt(time.Time{}, budget.Transient)
-	fresh.EndAt(time.Time{}, budget.Failure, tk)
-	before := fresh.(*budget.TokenBucket).Level()
-	fresh.EndAt(time.Time{}, budget.Success, budget.Ticket{})
-	if got := fresh.(*budget.TokenBucket).Level() - before; got != s.SuccessReward {
-		t.Errorf("reward %v, budget says %v", s.SuccessReward, got)
-	}
-	if w := specDefaults(budget.Spec{Kind: budget.KindWindow}).Window; w != 10*time.Second {
-		t.Errorf("window %v", w)
+	if granted != 10 {
+		t.Errorf("%d retries granted for 100 requests at 10 %%, want 10", granted)
 	}
 }
 
 func TestModeString(t *testing.T) {
 	for m, want := range map[Mode]string{ModeFleet: "fleet", ModeFallback: "fallback", ModeClosed: "closed", 9: "fleet.Mode(9)"} {
-		if m.String() != want {
-			t.Errorf("%d: %q", m, m.String())
+		if got := m.String(); got != want {
+			t.Errorf("%d: %q, want %q", m, got, want)
 		}
 	}
 	if !ModeFallback.Fallback() || ModeFleet.Fallback() {
 		t.Error("Fallback()")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	bucket := budget.Spec{Kind: budget.KindTokenBucket}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no key", Config{Spec: bucket}, "key must not be empty"},
+		{"long key", Config{Key: strings.Repeat("k", 100_000), Spec: bucket}, "key is 100000 bytes long, at most 200"},
+		{"brace", Config{Key: "a{b}", Spec: bucket}, "'{' or '}'"},
+		{"space", Config{Key: "a b", Spec: bucket}, "white space"},
+		{"control", Config{Key: "a\x00b", Spec: bucket}, "control character"},
+		{"bad utf8", Config{Key: "a\xffb", Spec: bucket}, "not valid UTF-8"},
+		{"no spec", Config{Key: "k"}, "cannot be shared by a fleet"},
+		{"ratio spec", Config{Key: "k", Spec: budget.Spec{Kind: budget.KindTokenRatio}}, "cannot be shared by a fleet"},
+		{"bad spec", Config{Key: "k", Spec: budget.Spec{Kind: budget.KindTokenBucket, Capacity: -1}}, "spec:"},
+		{"short window", Config{Key: "k", Spec: budget.Spec{Kind: budget.KindWindow, Window: time.Millisecond, Ratio: 0.1}}, "window must be at least 10ms"},
+		{"lease too big", Config{Key: "k", Spec: bucket, LeaseSize: 501}, "lease_size must be in [0, capacity 500]"},
+		{"window lease", Config{Key: "k", Spec: budget.Spec{Kind: budget.KindWindow, Ratio: 0.1}, LeaseSize: 1.5}, "whole number of retries"},
+		{"fleet size", Config{Key: "k", Spec: bucket, FleetSize: -1}, "fleet_size must be in [0, 100000]"},
+		{"lease ttl", Config{Key: "k", Spec: bucket, LeaseTTL: time.Millisecond}, "lease_ttl must be at least 100ms"},
+		{"heartbeat", Config{Key: "k", Spec: bucket, Heartbeat: time.Millisecond}, "heartbeat must be at least 100ms"},
+		{"round trips", Config{Key: "k", Spec: bucket, RoundTrips: -5}, "round_trips must be in [1, 1000000]"},
+		{"timeout", Config{Key: "k", Spec: bucket, Timeout: -time.Second}, "timeout must be ≥ 0"},
+		{"state ttl", Config{Key: "k", Spec: bucket, StateTTL: time.Minute}, "state_ttl (1m0s) must be at least 10 × heartbeat (10s)"},
+		{"id", Config{Key: "k", Spec: bucket, ID: "a b"}, "id \"a b\" must hold no white space"},
+		{"long id", Config{Key: "k", Spec: bucket, ID: strings.Repeat("i", 201)}, "id is 201 bytes long"},
+	} {
+		_, err := New(context.Background(), newClient(t, "127.0.0.1:1"), c.cfg)
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrInvalidConfig saying %q", c.name, err, c.want)
+		}
+	}
+	// Every invalid field is reported at once.
+	_, err := New(context.Background(), newClient(t, "127.0.0.1:1"), Config{Spec: bucket, LeaseTTL: 1, Heartbeat: 1})
+	for _, want := range []string{"key", "lease_ttl", "heartbeat"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("all errors at once: %v lacks %q", err, want)
+		}
+	}
+	if _, err := New(context.Background(), nil, Config{Key: "k", Spec: bucket}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("nil client: %v", err)
 	}
 }

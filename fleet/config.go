@@ -12,11 +12,14 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/fleet/alloc"
 )
 
 // Config describes a fleet budget as plain data. A zero field takes the
@@ -25,7 +28,8 @@ import (
 // Spec differs is refused with [ErrSpecMismatch]).
 type Config struct {
 	// Key names the shared budget: the Redis keys are derived from it (see
-	// the package documentation). It must be non-empty and hold no '{' or '}'.
+	// the package documentation). It must be 1 to 200 bytes of printable
+	// text without white space, '{' or '}'.
 	Key string `json:"key" yaml:"key"`
 
 	// Spec is the budget every process shares: kind "token-bucket" or
@@ -33,65 +37,55 @@ type Config struct {
 	Spec budget.Spec `json:"spec" yaml:"spec"`
 
 	// FleetSize is the number of processes expected to share the budget
-	// [0: learned from Redis, the most live processes seen over the last
-	// ten lease TTLs]. The larger of the two sizes a process's share when
-	// Redis cannot be reached (see [Budget.FleetSize]).
+	// [0: learned from Redis, the processes heard from lately]. It sizes a
+	// process's share when Redis cannot be reached (see [Budget.FleetSize]).
 	FleetSize int `json:"fleet_size,omitempty" yaml:"fleet_size,omitempty"`
 
-	// LeaseSize is what a process keeps at hand so that a retry costs no
-	// round trip: tokens for a token bucket [twice the highest retry cost],
-	// retries for a window [20]. It must cover the highest retry cost. A
-	// refill is asked for when half of it is left, so half of it should
-	// cover the retries a process makes during a round trip or two; past
-	// that, retries wait for refills (MaxWait) or are refused. The lease
-	// slack grows with it (see [Budget.LeaseSlack]).
+	// LeaseSize is the most a busy process asks for beyond what its
+	// waiting retries need, so that a retry costs no round trip: tokens for
+	// a token bucket [the larger of twice the dearest retry and a tenth of
+	// the capacity, at most the capacity], retries for a window [20].
 	LeaseSize float64 `json:"lease_size,omitempty" yaml:"lease_size,omitempty"`
 
-	// LeaseTTL is how long Redis keeps a process's lease without hearing
-	// from it; then the lease's tokens go back to the pool [3s, at least
-	// 100ms]. A live process renews it every LeaseTTL/3. It is also the
-	// probation of a state Redis creates or got from another server (the
-	// pool grants nothing meanwhile): processes sharing a key should share
-	// it.
+	// LeaseTTL: a process that has asked for no retry for this long gives
+	// back what it holds [2s, at least 100ms].
 	LeaseTTL time.Duration `json:"lease_ttl,omitempty" yaml:"lease_ttl,omitempty"`
 
-	// Timeout bounds one round trip to Redis [50ms]. It is spent by the
-	// background goroutine, never by a request. For it to bound the socket
-	// reads too, the client must have ContextTimeoutEnabled (see
+	// Timeout bounds one round trip to Redis [50ms]. For it to bound the
+	// socket reads too, the client must have ContextTimeoutEnabled (see
 	// [ClientOptions]).
 	Timeout time.Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 
-	// MaxWait is the longest RetryAt waits for a refill when the lease at
-	// hand cannot pay for a retry but the shared pool could [2ms]. A
-	// negative MaxWait never waits: such a retry is refused at once.
+	// MaxWait is the longest RetryAt waits for a grant when the process
+	// holds too little to pay for a retry [20ms]. A process that Redis told
+	// to wait before asking again (the pool was empty, or nearly) waits
+	// that out first if it ends within MaxWait, and refuses at once
+	// otherwise. A negative MaxWait never waits.
 	MaxWait time.Duration `json:"max_wait,omitempty" yaml:"max_wait,omitempty"`
 
-	// FlushEvery is the number of first-try successes (token bucket) or
-	// requests (window) after which they are sent to Redis [100].
-	FlushEvery int `json:"flush_every,omitempty" yaml:"flush_every,omitempty"`
+	// Heartbeat is the longest a process stays silent: its earnings reach
+	// the pool and Redis counts it live at least this often [10s]. A process
+	// not heard from for three heartbeats is forgotten.
+	Heartbeat time.Duration `json:"heartbeat,omitempty" yaml:"heartbeat,omitempty"`
 
-	// FlushInterval is the longest successes and requests wait locally
-	// before being sent [1s].
-	FlushInterval time.Duration `json:"flush_interval,omitempty" yaml:"flush_interval,omitempty"`
-
-	// PollInterval is how often a process whose lease ran dry asks again
-	// while the pool was empty at its last look [100ms].
-	PollInterval time.Duration `json:"poll_interval,omitempty" yaml:"poll_interval,omitempty"`
+	// RoundTrips is how many round trips a second the processes that wait
+	// for an empty pool make together, whatever their number: Redis tells
+	// each when to ask again [1000].
+	RoundTrips int `json:"round_trips,omitempty" yaml:"round_trips,omitempty"`
 
 	// RejoinInterval is how often a process that fell back tries Redis
-	// again [250ms, or LeaseTTL/3 if shorter; at most LeaseTTL/3, so that a
-	// process that fell back reports within the probation of a state built
-	// again]. It rejoins within RejoinInterval and a round trip of Redis
-	// answering again (with a client from [ClientOptions]).
+	// again [250ms]. It rejoins within RejoinInterval and a round trip of
+	// Redis answering again (with a client from [ClientOptions]).
 	RejoinInterval time.Duration `json:"rejoin_interval,omitempty" yaml:"rejoin_interval,omitempty"`
 
-	// StateTTL is how long the shared state (the pool's level) outlives
-	// the last process that touched it [24h]. A process of another spec is
-	// accepted as soon as no live process holds a lease of the old one.
+	// StateTTL is how long the shared state outlives the last process that
+	// touched it [24h]. A process of another spec is accepted as soon as no
+	// process has been heard from for three heartbeats.
 	StateTTL time.Duration `json:"state_ttl,omitempty" yaml:"state_ttl,omitempty"`
 
 	// ID names this process in Redis [host-pid-random]. Two live Budgets
-	// must never share an ID.
+	// must never share an ID. At most 200 bytes of printable text without
+	// white space.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
 
 	// Logger receives the changes of mode (fallback, rejoin) and errors
@@ -99,20 +93,18 @@ type Config struct {
 	Logger *slog.Logger `json:"-" yaml:"-"`
 }
 
-// Defaults of Config.
+// Defaults and bounds of Config.
 const (
-	DefaultLeaseTTL       = 3 * time.Second
+	DefaultLeaseTTL       = alloc.DefaultLeaseTTL
 	DefaultTimeout        = 50 * time.Millisecond
-	DefaultMaxWait        = 2 * time.Millisecond
-	DefaultFlushEvery     = 100
-	DefaultFlushInterval  = time.Second
-	DefaultPollInterval   = 100 * time.Millisecond
+	DefaultMaxWait        = 20 * time.Millisecond
+	DefaultHeartbeat      = alloc.DefaultHeartbeat
+	DefaultRoundTrips     = alloc.DefaultRate
 	DefaultRejoinInterval = 250 * time.Millisecond
 	DefaultStateTTL       = 24 * time.Hour
-	defaultWindowLease    = 20 // retries
 	minLeaseTTL           = 100 * time.Millisecond
-	minFleetWindow        = 10 * time.Millisecond
-	reclaimMemory         = time.Hour // how long Redis remembers a lease it reclaimed
+	minHeartbeat          = 100 * time.Millisecond
+	maxNameLen            = 200 // bytes of a Key, an ID, a dials name
 )
 
 // ErrInvalidConfig is wrapped by the errors of [New] for a Config it cannot
@@ -123,84 +115,95 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }
 
-// withDefaults validates c and fills its zero fields.
-func (c Config) withDefaults() (Config, error) {
-	if c.Key == "" || strings.ContainsAny(c.Key, "{}") {
-		return c, invalidf("key %q must be non-empty without '{' or '}'", c.Key)
+// checkName reports a key, an ID or a dials name that is empty, too long,
+// or holds white space, control characters, '{' or '}' (Redis Cluster's hash
+// tag is built from it).
+func checkName(field, v string) error {
+	switch {
+	case v == "":
+		return invalidf("%s must not be empty", field)
+	case len(v) > maxNameLen:
+		return invalidf("%s is %d bytes long, at most %d allowed", field, len(v), maxNameLen)
+	case !utf8.ValidString(v):
+		return invalidf("%s %.40q is not valid UTF-8", field, v)
 	}
-	if err := c.Spec.Validate(); err != nil {
-		return c, fmt.Errorf("%w: spec: %w", ErrInvalidConfig, err)
+	for _, r := range v {
+		if r == '{' || r == '}' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return invalidf("%s %.60q must hold no white space, control character, '{' or '}'", field, v)
+		}
 	}
-	c.Spec = specDefaults(c.Spec)
-	switch c.Spec.Kind {
-	case budget.KindTokenBucket:
-		maxCost := max(c.Spec.RetryCost, c.Spec.ThrottleCost, c.Spec.TimeoutCost)
-		if c.LeaseSize == 0 {
-			c.LeaseSize = min(2*maxCost, c.Spec.Capacity)
-		}
-		if !(c.LeaseSize >= maxCost && c.LeaseSize <= c.Spec.Capacity) {
-			return c, invalidf("lease_size must be in [highest retry cost %g, capacity %g] tokens, got %g", maxCost, c.Spec.Capacity, c.LeaseSize)
-		}
-	case budget.KindWindow:
-		if c.Spec.Window < minFleetWindow || c.Spec.Window%(10*time.Microsecond) != 0 {
-			return c, invalidf("spec window must be at least %v and a whole number of 10µs for a fleet budget, got %v", minFleetWindow, c.Spec.Window)
-		}
-		if c.LeaseSize == 0 {
-			c.LeaseSize = defaultWindowLease
-		}
-		if !(c.LeaseSize >= 1 && c.LeaseSize <= 1e6 && c.LeaseSize == math.Trunc(c.LeaseSize)) {
-			return c, invalidf("lease_size must be a whole number of retries in [1, 1e6] for a window, got %g", c.LeaseSize)
-		}
-	default:
-		return c, invalidf("spec kind %q cannot be shared by a fleet (want %q or %q)", c.Spec.Kind, budget.KindTokenBucket, budget.KindWindow)
+	return nil
+}
+
+// withDefaults validates c and fills its zero fields, reporting every
+// invalid field at once.
+func (c Config) withDefaults() (Config, alloc.Amounts, error) {
+	var errs []error
+	bad := func(err error) { errs = append(errs, err) }
+	if err := checkName("key", c.Key); err != nil {
+		bad(err)
 	}
-	if c.FleetSize < 0 {
-		return c, invalidf("fleet_size must be ≥ 0, got %d", c.FleetSize)
+	am, err := alloc.FromSpec(c.Spec)
+	if err != nil {
+		bad(fmt.Errorf("%w: spec: %w", ErrInvalidConfig, err))
+	}
+	if c.LeaseSize == 0 && err == nil {
+		c.LeaseSize = float64(am.DefaultLease()) / alloc.Unit
+	}
+	switch am.Kind {
+	case alloc.Bucket:
+		if !(c.LeaseSize >= 0 && alloc.Milli(c.LeaseSize) <= am.Capacity) {
+			bad(invalidf("lease_size must be in [0, capacity %g] tokens, got %g", float64(am.Capacity)/alloc.Unit, c.LeaseSize))
+		}
+	case alloc.Window:
+		if !(c.LeaseSize >= 0 && c.LeaseSize <= 1e6 && c.LeaseSize == math.Trunc(c.LeaseSize)) {
+			bad(invalidf("lease_size must be a whole number of retries in [0, 1e6] for a window, got %g", c.LeaseSize))
+		}
+	}
+	if c.FleetSize < 0 || c.FleetSize > alloc.MaxProcs {
+		bad(invalidf("fleet_size must be in [0, %d], got %d", alloc.MaxProcs, c.FleetSize))
 	}
 	c.LeaseTTL = orDuration(c.LeaseTTL, DefaultLeaseTTL)
 	if c.LeaseTTL < minLeaseTTL {
-		return c, invalidf("lease_ttl must be at least %v, got %v", minLeaseTTL, c.LeaseTTL)
+		bad(invalidf("lease_ttl must be at least %v, got %v", minLeaseTTL, c.LeaseTTL))
 	}
 	c.Timeout = orDuration(c.Timeout, DefaultTimeout)
 	if c.MaxWait == 0 {
 		c.MaxWait = DefaultMaxWait
 	}
-	if c.FlushEvery == 0 {
-		c.FlushEvery = DefaultFlushEvery
+	c.Heartbeat = orDuration(c.Heartbeat, DefaultHeartbeat)
+	if c.Heartbeat < minHeartbeat {
+		bad(invalidf("heartbeat must be at least %v, got %v", minHeartbeat, c.Heartbeat))
 	}
-	if c.FlushEvery < 0 {
-		return c, invalidf("flush_every must be ≥ 0, got %d", c.FlushEvery)
+	if c.RoundTrips == 0 {
+		c.RoundTrips = DefaultRoundTrips
 	}
-	c.FlushInterval = orDuration(c.FlushInterval, DefaultFlushInterval)
-	c.PollInterval = orDuration(c.PollInterval, DefaultPollInterval)
-	if c.RejoinInterval == 0 {
-		c.RejoinInterval = min(DefaultRejoinInterval, c.LeaseTTL/3)
+	if c.RoundTrips < 1 || c.RoundTrips > 1_000_000 {
+		bad(invalidf("round_trips must be in [1, 1000000] a second, got %d", c.RoundTrips))
 	}
-	if c.RejoinInterval > c.LeaseTTL/3 {
-		return c, invalidf("rejoin_interval (%v) must be at most lease_ttl/3 (%v): a process that fell back must report within the probation of a state built again", c.RejoinInterval, c.LeaseTTL/3)
-	}
+	c.RejoinInterval = orDuration(c.RejoinInterval, DefaultRejoinInterval)
 	c.StateTTL = orDuration(c.StateTTL, DefaultStateTTL)
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"timeout", c.Timeout}, {"flush_interval", c.FlushInterval}, {"poll_interval", c.PollInterval}, {"rejoin_interval", c.RejoinInterval}, {"state_ttl", c.StateTTL}} {
+	}{{"timeout", c.Timeout}, {"rejoin_interval", c.RejoinInterval}, {"state_ttl", c.StateTTL}} {
 		if d.v < 0 {
-			return c, invalidf("%s must be ≥ 0, got %v", d.name, d.v)
+			bad(invalidf("%s must be ≥ 0, got %v", d.name, d.v))
 		}
 	}
-	if c.StateTTL < 10*c.LeaseTTL {
-		return c, invalidf("state_ttl (%v) must be at least 10 × lease_ttl (%v)", c.StateTTL, c.LeaseTTL)
+	if c.StateTTL < 10*c.Heartbeat {
+		bad(invalidf("state_ttl (%v) must be at least 10 × heartbeat (%v)", c.StateTTL, c.Heartbeat))
 	}
 	if c.ID == "" {
 		c.ID = newID()
 	}
-	if strings.ContainsAny(c.ID, " \t\r\n") {
-		return c, invalidf("id %q must not hold white space", c.ID)
+	if err := checkName("id", c.ID); err != nil {
+		bad(err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return c, nil
+	return c, am, errors.Join(errs...)
 }
 
 func orDuration(v, def time.Duration) time.Duration {
@@ -208,34 +211,6 @@ func orDuration(v, def time.Duration) time.Duration {
 		return def
 	}
 	return v
-}
-
-// specDefaults fills the zero fields of a valid token-bucket or window spec
-// as [budget.Spec.New] does.
-func specDefaults(s budget.Spec) budget.Spec {
-	switch s.Kind {
-	case budget.KindTokenBucket:
-		if s.Capacity == 0 {
-			s.Capacity = 500
-		}
-		if s.RetryCost == 0 {
-			s.RetryCost = 5
-		}
-		if s.ThrottleCost == 0 {
-			s.ThrottleCost = s.RetryCost
-		}
-		if s.TimeoutCost == 0 {
-			s.TimeoutCost = s.RetryCost
-		}
-		if s.SuccessReward == 0 {
-			s.SuccessReward = 1
-		}
-	case budget.KindWindow:
-		if s.Window == 0 {
-			s.Window = 10 * time.Second
-		}
-	}
-	return s
 }
 
 // newID returns host-pid-random.
@@ -252,7 +227,9 @@ func newID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// ClientOptions returns go-redis options fit for the fleet: the context
+// ClientOptions returns go-redis options fit for the fleet, for one server
+// (see [Connection] for a cluster, Sentinel, TLS files and passwords from
+// the environment): the context
 // deadlines bound the socket reads and writes (ContextTimeoutEnabled), dial,
 // read and write give up after timeout (0: [DefaultTimeout]; a first dial
 // may take twice as long), go-redis neither retries a command nor a dial on
@@ -288,14 +265,10 @@ func ClientOptions(addr, password string, timeout time.Duration) *redis.Options 
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
+	// The dialer reads o's TLSConfig and DialTimeout when it dials, so
+	// that a caller may change them after ClientOptions.
 	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dial := *o
-		dial.Dialer = nil
-		c, err := redis.NewDialer(&dial)(ctx, network, addr)
-		if err != nil {
-			return failedConn{err: &dialError{err}}, nil
-		}
-		return c, nil
+		return reportingDialer(o)(ctx, network, addr)
 	}
 	return o
 }

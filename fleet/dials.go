@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -71,7 +72,7 @@ return p
 // SetDials applies c to the dials called name and announces the new state
 // to every [Watcher], in one atomic script. It returns the new state.
 func SetDials(ctx context.Context, rdb redis.UniversalClient, name string, c DialsChange) (DialsState, error) {
-	if err := checkName(name); err != nil {
+	if err := checkName("dials name", name); err != nil {
 		return DialsState{}, err
 	}
 	if c.RetriesOff == nil && c.ShedFraction == nil && c.LimitOverride == nil {
@@ -107,7 +108,7 @@ func SetDials(ctx context.Context, rdb redis.UniversalClient, name string, c Dia
 // GetDials reads the dials called name. Dials never set read as the zero
 // DialsState (retries on, nothing shed, no override, version 0).
 func GetDials(ctx context.Context, rdb redis.UniversalClient, name string) (DialsState, error) {
-	if err := checkName(name); err != nil {
+	if err := checkName("dials name", name); err != nil {
 		return DialsState{}, err
 	}
 	v, err := rdb.HMGet(ctx, dialsKey(name), "retries_off", "shed_ppm", "limit", "version", "updated_ms", "epoch").Result()
@@ -124,13 +125,6 @@ func GetDials(ctx context.Context, rdb redis.UniversalClient, name string) (Dial
 		b.WriteString(" " + s)
 	}
 	return parseDials(b.String())
-}
-
-func checkName(name string) error {
-	if name == "" || strings.ContainsAny(name, "{}") {
-		return fmt.Errorf("%w: dials name %q must be non-empty without '{' or '}'", ErrInvalidConfig, name)
-	}
-	return nil
 }
 
 // parseDials reads "v2 retries_off shed_ppm limit version updated_ms
@@ -194,16 +188,17 @@ const (
 )
 
 // Watcher keeps a local *killswitch.Dials in step with the fleet's dials.
-// It applies a change as soon as it is announced on pub/sub, and reads the
-// dials every PollInterval as well, so a change reaches every process
-// within PollInterval + Timeout even when pub/sub is down. It applies the
-// fleet's state when that state moves forward (and once at start, if the
-// dials were ever set): a later version in the same epoch, or a new epoch
-// (the dials were lost and set again). A late or replayed announcement of a
-// version already passed changes nothing. A local change (an admin
-// endpoint) stands until the fleet's dials change again. While Redis is
-// unreachable, or when it has lost the dials, the local dials keep their
-// value.
+// Whenever the dials Redis holds differ from the last fleet state it
+// applied, it applies them, whatever their version: so the operator's last
+// write wins after a failover to a replica that lagged or a restored backup,
+// even when Redis's version went back. It reads them every PollInterval
+// (jittered by up to a tenth) and as soon as a change is announced on
+// pub/sub; an announcement is only a cue to read: what it says is never
+// applied, so a forged or stale PUBLISH changes nothing that Redis does not
+// hold. A change reaches every process within PollInterval + Timeout even
+// when pub/sub is down. A local change (an admin endpoint) stands until the
+// fleet's dials change again. While Redis is unreachable, or when it holds
+// no dials (never set, or lost), the local dials keep their value.
 //
 // Build one with [Watch]; stop it with [Watcher.Close].
 type Watcher struct {
@@ -220,6 +215,7 @@ type Watcher struct {
 	once    sync.Once
 
 	last      DialsState // owned by the goroutine
+	lastRead  time.Time  // owned by the goroutine
 	version   atomic.Int64
 	applied   atomic.Uint64
 	connected atomic.Bool
@@ -228,7 +224,7 @@ type Watcher struct {
 // Watch starts a Watcher that keeps d in step with the dials called name.
 // rdb is shared, not owned: close it after the Watcher.
 func Watch(rdb redis.UniversalClient, name string, d *killswitch.Dials, cfg WatchConfig) (*Watcher, error) {
-	if err := checkName(name); err != nil {
+	if err := checkName("dials name", name); err != nil {
 		return nil, err
 	}
 	if rdb == nil || d == nil {
@@ -281,12 +277,12 @@ func (w *Watcher) Close() error {
 func (w *Watcher) run() {
 	defer close(w.stopped)
 	w.poll()
-	next := time.Now().Add(w.cfg.PollInterval)
+	next := time.Now().Add(w.jitter())
 	for w.ctx.Err() == nil {
 		wait := time.Until(next)
 		if wait <= 0 {
 			w.poll()
-			next = time.Now().Add(w.cfg.PollInterval)
+			next = time.Now().Add(w.jitter())
 			continue
 		}
 		msg, err := w.ps.ReceiveTimeout(w.ctx, wait)
@@ -304,18 +300,19 @@ func (w *Watcher) run() {
 			w.sleep(min(wait, 50*time.Millisecond))
 			continue
 		}
-		switch m := msg.(type) {
+		switch msg.(type) {
 		case *redis.Message:
+			// A cue to read what Redis holds, never applied as such; a
+			// flood of announcements reads at most every announceGap.
 			w.connected.Store(true)
-			if s, err := parseDials(m.Payload); err == nil {
-				w.apply(s, true)
-			} else {
-				w.log.Warn("fleet dials: ignoring a malformed announcement", "err", err)
+			if d := announceGap - time.Since(w.lastRead); d > 0 {
+				w.sleep(d)
 			}
+			w.poll()
 		case *redis.Subscription:
 			// (Re)subscribed: a change may have been missed meanwhile.
 			w.poll()
-			next = time.Now().Add(w.cfg.PollInterval)
+			next = time.Now().Add(w.jitter())
 		}
 	}
 }
@@ -330,12 +327,25 @@ func (w *Watcher) sleep(d time.Duration) {
 	}
 }
 
-// poll reads the dials and applies them if they changed.
+// jitter returns PollInterval less up to a tenth of it, so that a fleet's
+// watchers do not read in step.
+func (w *Watcher) jitter() time.Duration {
+	return w.cfg.PollInterval - time.Duration(rand.Int64N(int64(w.cfg.PollInterval)/10+1))
+}
+
+// announceGap is the shortest time between two reads cued by
+// announcements.
+const announceGap = 20 * time.Millisecond
+
+// poll reads the dials and applies them if they differ from the last fleet
+// state applied.
 func (w *Watcher) poll() {
+	w.lastRead = time.Now()
 	ctx, cancel := context.WithTimeout(w.ctx, w.cfg.Timeout)
 	s, err := GetDials(ctx, w.rdb, w.name)
 	cancel()
 	if err != nil {
+		refreshTopology(w.rdb)
 		if w.connected.Swap(false) && w.ctx.Err() == nil {
 			w.log.Warn("fleet dials: cannot read the dials from Redis; keeping the local dials", "err", err)
 		}
@@ -344,22 +354,13 @@ func (w *Watcher) poll() {
 	if !w.connected.Swap(true) {
 		w.log.Info("fleet dials: reading the dials from Redis")
 	}
-	w.apply(s, false)
+	w.apply(s)
 }
 
-// apply sets the local dials to s if s moves forward from the last fleet
-// state applied: a later version of the same epoch, or another epoch (Redis
-// lost the dials and they were set again). An announcement of an older
-// epoch is late and ignored; a read of one is what Redis holds now (a
-// failover to a server that holds older dials) and is applied. A state
-// never set (version 0) changes nothing.
-func (w *Watcher) apply(s DialsState, announced bool) {
-	switch {
-	case s.Version == 0:
-		return
-	case s.Epoch == w.last.Epoch && s.Version <= w.last.Version:
-		return
-	case s.Epoch < w.last.Epoch && announced:
+// apply sets the local dials to s if s differs from the last fleet state
+// applied. A state never set (version 0) changes nothing.
+func (w *Watcher) apply(s DialsState) {
+	if s.Version == 0 || s == w.last {
 		return
 	}
 	w.last = s

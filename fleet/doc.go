@@ -10,213 +10,197 @@
 // or a ratio of retries to requests over a sliding window
 // ([budget.Window]). Use it like any budget:
 //
-//	rdb := redis.NewClient(fleet.ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), os.Getenv("STORMGUARD_REDIS_PASSWORD"), 0))
+//	conn, _ := fleet.ConnectionFromEnv(os.Getenv) // STORMGUARD_REDIS_*: address(es), deployment, user, password (file), TLS
+//	rdb, _ := conn.Client()
 //	policy, _ := retry.Preset("aws-2026")
 //	b, err := fleet.New(ctx, rdb, fleet.Config{Key: "payments-api", Spec: policy.Budget, FleetSize: 40})
 //	…
 //	defer b.Close()
 //	r := retry.MustNew(policy, retry.WithBudget(b))
 //
-// # The lease protocol
+// # The protocol
 //
-// Redis holds the shared state in a hash, stormguard:budget:{KEY}, with two
-// sorted sets beside it (…:members, the live processes scored by the expiry
-// of their lease, and …:reclaimed). Every change is one Lua script that runs
-// atomically and reads the time from Redis (TIME), so the clocks of the
-// processes play no part.
+// The allocation follows Doorman (YouTube's distributed rate limiter):
+// processes say what they want, the server grants by a rule and tells each
+// when to come back, and a grant is a lease the process gives back when it
+// has not used it in time. What is shared is not a rate but the tokens of
+// one bucket, which the fleet's first-try successes refill. The rule is one
+// deterministic core, package [alloc]: [alloc.Step] is the server's side
+// (state and message in, answer and state out, the time an argument), which
+// the Lua script runs in Redis and the simulator runs for fleets of any
+// size; TestScriptMatchesCore feeds both the same random message sequences
+// and compares every answer and state. [alloc.Client] is a process's side.
 //
-// Token bucket. The bucket's tokens are split between a pool and the leases
-// of the processes; pool + leases never exceed the capacity. A process
-// keeps a lease of about LeaseSize tokens and pays a retry from it with one
-// compare-and-swap: no round trip. A refund (a retry that succeeded, or one
-// abandoned) goes straight back into the lease; the rewards of first-try
-// successes are counted locally and sent to the pool in batches (every
-// FlushEvery successes or FlushInterval), where the capacity caps them.
-// When the lease falls below half of LeaseSize, the background goroutine
-// asks for more, ahead of exhaustion; if it runs dry all the same while the
-// pool still has tokens, RetryAt waits for the refill, at most MaxWait.
-// Each round trip carries the lease as it stands, so Redis always knows
-// what each process holds, and a live process renews its lease every
-// LeaseTTL/3.
+// A process that is not retrying holds nothing and asks for nothing. When a
+// retry finds too little at hand, RetryAt sends the process's message and
+// waits for the answer (at most MaxWait, 20 ms by default): one round trip
+// per retry for a process that retries now and then. A process that asked
+// for two retries' worth or more within the last 200 ms is busy: it also
+// asks for what it expects to spend next (at most Config.LeaseSize), asks
+// again when half of that is left, and keeps the refunds of its retries
+// that succeed; once it has asked for no retry for LeaseTTL (2 s), what it
+// holds goes back.
+// Its earnings (the rewards of first-try successes; for a window, its
+// requests) and what it gives back travel with its messages: with those it
+// sends anyway; on their own when the pool was below half at its last
+// answer and they are worth a retry, or, while processes wait for the pool,
+// every Live/RoundTrips seconds (live processes over Config.RoundTrips:
+// about RoundTrips round trips a second for the whole fleet); and at least
+// every Heartbeat (10 s).
 //
-// Window. Redis keeps the requests and retries of the window in ten slots
-// keyed by the Redis clock. A lease is a number of retries, counted in the
-// window when it is granted (so the window already includes them); each
-// round trip moves the unused ones to the current slot. Requests are
-// counted locally and sent in batches. A grant never makes
+// Redis (the step script, atomic, on Redis's clock) counts the message's
+// earnings and what it gives back into the pool, up to the capacity, and
+// grants min(want, pool) if the pool holds the price of the retry that
+// waits, else nothing: first come, first served, as one shared bucket
+// serves its callers. A grant leaves the pool at once: Redis tracks nothing
+// a process holds, so a process that dies or is cut off takes its grant
+// with it and the fleet never spends it twice. A process whose need went
+// unmet, or was met with the pool's last tokens, counts as waiting (for at
+// least a second) and is told to ask again no sooner than
+// ⌈waiting × 1 s / RoundTrips⌉ (10 ms to 5 s): together the processes that
+// wait make about RoundTrips round trips a second, however many they are;
+// until then a retry it cannot pay for is refused at once.
 //
-//	retries in the window > ratio × requests in the window + floor × window
+// One shared bucket loses the rewards that arrive while it is full, and a
+// fleet must not pour into a pool that a storm drained the earnings its
+// processes gathered, unsent, while it was full. So while no process waits,
+// a message's earnings count up to the room the process saw at its last
+// answer (what the pool lacked, less what the process took then), and what
+// it gives back counts whole; while processes wait, what was gathered since
+// they began counts whole (taken to have accrued evenly since the process's
+// last message, up to when it last grew), and of what came before, the
+// earnings count up to that room and what was given back is lost. Losing
+// earnings only makes the fleet stricter.
 //
-// and when the allowance shrinks (requests leave the window) unused retries
-// are taken back.
+// Every message has a sequence number: Redis applies each once and keeps
+// its answer, and a process sends a message again, unchanged, until it gets
+// the answer. Redis forgets a process not heard from for three heartbeats
+// (at most 100 per message), and keeps at most 100,000 of them (the longest
+// silent forgotten first); a process drops a message it could not deliver
+// for 1.5 heartbeats, and its earnings with it, so that Redis cannot apply a
+// message twice after forgetting its sender.
 //
-// Nothing is lost or counted twice: every message carries a sequence
-// number, Redis applies each once and keeps its answer, and a process sends
-// a message again, unchanged, until it gets the answer. A lease whose
-// process stops renewing it (a crash) goes back to the pool after LeaseTTL.
+// # What it costs Redis
 //
-// At steady state a process makes one round trip per FlushEvery successes
-// or requests, per refill and per LeaseTTL/3: with the defaults, well under
-// one per 100 budget operations once a process makes a few hundred a second
-// (BenchmarkFleetSteady measures it). The success path of a retry,
-// RetryAt then EndAt with the lease held, costs about 1.3 times what the
-// local token bucket does (BenchmarkFleetBudget).
+// A process that makes only first-try successes costs one round trip per
+// heartbeat (0.1 a second); one that retries now and then, one more per
+// retry; one that retries often, one per LeaseSize of retries. Measured
+// with 1,000 processes at 20 requests a second on one redis-server
+// (bench/fleetload; BENCHMARKS.md): 1 % of attempts failing, 0.24 round
+// trips per process per second, 0.06 of a core; half of them failing, about
+// 1,700 round trips a second in all, whatever the fleet's size beyond a few
+// hundred, 0.25 of a core. A round trip runs one script of about thirty
+// commands inside Redis.
+//
+// # The bound
+//
+// Let R be the rewards the fleet earns (first-try successes ×
+// SuccessReward, all processes, in fleet mode or not). From the moment a
+// budget's state is created, the tokens the whole fleet spends on retries,
+// net of refunds, are at most
+//
+//	R (≤ C + R, C the capacity)
+//
+// whatever the fleet's size: every token a pool grants was put in it by an
+// earning or a refund, counted once, and a process that cannot reach Redis
+// spends only what it holds and what it earns itself. It holds through Redis
+// killed and restarted empty (a state Redis creates, or that a process of
+// an earlier one finds, starts with an empty pool), a failover to a replica
+// that lagged and a restart that loaded an old copy (a state last written by
+// another server, by Redis's run_id, has its pool emptied), a state older
+// than what a process saw (its pool emptied when that process reports), a
+// corrupt state (reported and started again empty), part of the fleet cut
+// off, processes that never reached Redis, and FleetSize unset. The fleet
+// spends more only if a copy of the state older than what the processes
+// saw is loaded into the same server (same run_id: DEBUG RELOAD of an old
+// file) and grants before a process reports: at most its pool, C, each
+// time. TestSpendNeverExceedsRewards, TestRedisRestartedEmpty,
+// TestFailoverToLaggingReplica, TestPartitionHalfTheFleet,
+// TestNeverReachedRedis, TestCluster, TestSentinel and
+// TestMultiProcessOutages check it against real redis-servers.
+//
+// For a window the rule is the window's (retries ≤ ratio × requests + floor
+// × window, the requests counted when they reach Redis), with two slacks:
+// a retry granted in a window may start up to LeaseTTL later, in the next;
+// and a process that falls back allows itself the window's floor divided by
+// Config.FleetSize (no floor without FleetSize).
+//
+// The cost of the bound: a budget new to Redis, or whose state Redis lost,
+// starts empty and grants only what the fleet earns from then on (with
+// aws-2026 and a reward of 1, 500 first-try successes fill it).
 //
 // # When Redis cannot be reached
 //
 // Round trips run on one background goroutine per Budget, each bounded by
-// Config.Timeout; a request never waits on Redis except for MaxWait when
-// its lease ran dry. After two failed round trips in a row (one, if the
-// lease is low) the process falls back to a local budget sized to its
-// share of the fleet, 1/N with N = [Budget.FleetSize]: the larger of
-// Config.FleetSize and the most live processes Redis saw over the last ten
-// lease TTLs (as of the last round trip; a process keeps the count it knew
-// when Redis lost the state, and tells it to the state built again). The
-// local budget is a token bucket of capacity/N that starts with the lease
-// at hand plus its share of the pool as last seen (at most one more lease),
-// or a window with the same ratio and floor/N. A process that never reached
-// Redis starts with a full share when Config.FleetSize is set, and with one
-// lease when it is not (it cannot know how many start with it). It says so
-// in [Budget.Mode] and [Budget.Stats] and in a Warn record on its logger
-// that tells what failed: Redis unreachable, Redis requiring
-// authentication ([ErrAuth]), another spec, or an error reply. It tries
-// Redis again every RejoinInterval and rejoins within RejoinInterval and a
-// round trip of Redis answering again (an Info record; with a client from
-// [ClientOptions], which dials at every attempt). On rejoining it settles:
-// what it spent beyond its own lease is charged to the fleet (its lease may
-// go negative, a debt paid back from the pool) and what it earned is
-// credited.
+// Config.Timeout; a request never waits on Redis but for MaxWait when it
+// needs a grant. After two failed round trips in a row (one, if a retry
+// waits) the process falls back: it keeps what it holds and spends it, and
+// its own earnings (its refunds too), up to capacity/FleetSize (at least the
+// dearest retry); FleetSize is the larger of Config.FleetSize and the
+// processes Redis last counted. A window falls back to a local window of
+// the same ratio. It says so in [Budget.Mode], [Budget.Stats] and a Warn
+// record that tells what failed: Redis unreachable, authentication
+// ([ErrAuth]), the user's permissions ([ErrNoPermission]), another spec,
+// an error reply. It tries Redis again every RejoinInterval (250 ms),
+// sends the message that was pending, unchanged, and goes on; what it holds
+// stays its own. With a client from [Connection.Client] or [ClientOptions]
+// every attempt dials, so a process rejoins within RejoinInterval and a
+// round trip of Redis answering again; a cluster client reloads its map of
+// slots after a failed round trip, since the master that held the slot may
+// have died and a replica taken its place.
 //
-// # A state built again
+// A process of another spec is refused ([ErrSpecMismatch]) while a process
+// of the old one is live (heard from within three heartbeats), and replaces
+// the state once none is. The state outlives the last process by StateTTL.
 //
-// Redis may lose the state (a restart without persistence, FLUSHALL, the
-// key deleted or expired), serve an old copy of it (a replica promoted
-// while it lagged, a restart that loaded an old RDB or AOF file) or hold a
-// corrupt one. None of these refills the pool:
+// # Redis as users run it
 //
-//   - A state Redis creates starts with an empty pool. It fills to the
-//     capacity after a probation of one LeaseTTL, unless a process that
-//     knew an earlier state reports meanwhile: then the state was lost, not
-//     new, and it is built from what the processes hold (their leases and
-//     debts) and the rewards that arrive, never from the capacity. Every
-//     live process reports within the probation: one in the fleet renews
-//     its lease every LeaseTTL/3, one that fell back tries Redis every
-//     RejoinInterval ≤ LeaseTTL/3. So a process that never saw the old
-//     state and reaches Redis first gets nothing, and a new budget starts
-//     empty for its first LeaseTTL (a window starts empty anyway, as a
-//     local one does, and has no probation).
-//   - A state last written by another Redis server (Redis's run_id: a
-//     failover, or a restart that loaded a copy) grants nothing for one
-//     LeaseTTL, counted from when a process first finds it there, while
-//     the processes report: a probation the copy carries is extended to
-//     that, never kept (it may have ended on the old server already, and
-//     the copy would grant its old pool at once). Each message carries the
-//     version of the state its process last saw (the messages applied in
-//     its generation); a process that saw a later version, or a later
-//     generation, than Redis holds has the state rebuilt from the leases of
-//     the processes, as above.
-//   - A corrupt state (a field that is not a number, a key of another type)
-//     is reported as corrupt in a Warn record and rebuilt the same way; the
-//     process stays in the fleet.
+// [Connection] reaches one server, a Redis Cluster (Deployment Cluster,
+// some of its nodes as Addrs: a budget's keys share one hash slot,
+// {KEY}), or a master watched by Sentinel (Deployment Sentinel, the
+// sentinels as Addrs, MasterName), as an ACL user, over TLS (Redis's
+// tls-port; [TLSConfig] reads a CA and a client certificate from PEM
+// files), the password from the environment or a file
+// ([ConnectionFromEnv], [ReadPasswordFile]), never from a command line.
+// TestCluster and TestSentinel kill the master holding a budget while the
+// fleet retries: the cluster's replica took over 2.1 s later and every
+// process rejoined 0.2 s after that; Sentinel promoted the replica 1.8 s
+// later and the processes rejoined within 20 ms of it. An ACL user needs
+// the keys and channels stormguard:*, the commands the scripts call and
+// those the clients send:
 //
-// A process of another spec is refused ([ErrSpecMismatch]) while a live
-// process holds a lease of the old one, and replaces the state once none
-// does: at once after the last one closed, one LeaseTTL after it crashed.
-// The state itself (the pool's level) outlives the last process by
-// StateTTL, so a fleet restarted whole does not start afresh.
+//	ACL SETUSER fleet on >PASSWORD resetkeys ~stormguard:* resetchannels &stormguard:* -@all
+//	  +evalsha +eval +ping +hello +hmget +subscribe +unsubscribe
+//	  +time +info +type +hget +hset +hdel +hkeys +hincrby +hexists
+//	  +zadd +zrem +zcard +zrangebyscore +zremrangebyscore +zpopmin +del +pexpire +publish
 //
-// # What the budget guarantees
-//
-// Let C be the capacity, R the rewards the fleet earned (first-try
-// successes × SuccessReward, in fleet mode or in fallback), N =
-// [Budget.FleetSize] and L the LeaseSize. From the moment a budget is
-// created new, the tokens the whole fleet spends on retries, net of
-// refunds, are at most
-//
-//	C + R + N × 2 × L
-//
-// (N × 2 × L is [Budget.LeaseSlack]; with every retry failing, the retries
-// granted are at most that over the retry cost) through Redis restarts with
-// or without persistence, flushes, failovers to a replica that lost or
-// lags behind the state, corrupt states, fresh processes joining at any
-// moment and processes falling back and rejoining. The slack is two leases
-// per process:
-//
-//   - one lease, when a process dies or is cut off after spending part of
-//     its lease since its last round trip: Redis hands the whole lease back
-//     after LeaseTTL (a cut-off process settles this when it rejoins; a
-//     dead one never does). A window's lease also counts its retries in the
-//     window when granted, so they may leave the window up to one round
-//     trip early;
-//   - one lease more, borrowed from its share of the pool when it falls
-//     back (or, without FleetSize, the lease it starts with when it never
-//     reached Redis), since the pool it saw last may have been spent by
-//     others meanwhile.
-//
-// With the aws-2026 preset (capacity 500, lease 28 tokens, a retry 14) and
-// five processes the slack is 280 tokens: at most 55 retries when every
-// request fails. TestMultiProcessRestartEmpty and TestMultiProcessFailover
-// check it with five OS processes across a Redis restarted empty and a
-// replica promoted with REPLICAOF NO ONE holding no state or an old one,
-// a fresh process reaching Redis first each time (about 35 retries in all;
-// 71 before the probation existed).
-//
-// What can exceed it:
-//
-//   - A process that starts while Redis cannot be reached, with FleetSize
-//     set, spends its full share (capacity/FleetSize) before it ever joins;
-//     it is charged to the fleet when it joins, so over time the budget
-//     holds.
-//   - If every process that knew a state is dead, or cut off from Redis for
-//     longer than the probation, while a process that never knew it reaches
-//     Redis, the budget is new to Redis: it fills to the capacity after the
-//     probation, and the count starts again from C (the cut-off processes
-//     stay within their two leases and their own rewards meanwhile).
-//   - Grants that a primary acknowledged and the replica promoted in its
-//     place never received, to processes that stop before they report
-//     again: like a dead process's lease, but as many as the replication lag
-//     held (a process that lives to report them has the state rebuilt).
-//   - Refunds of retries still in flight when the level is at the capacity,
-//     by their cost, until the next round trip.
-//   - A window built again counts requests and retries from then on: in the
-//     window that follows, it may allow up to one floor more.
-//
-// Processes sharing a key should share LeaseTTL: the probation is the
-// LeaseTTL of the process that starts it. Delays otherwise always err on the
-// safe side: rewards and requests reach Redis late, a state built again
-// forgets the pool and the rewards it held, so the fleet is stricter than
-// one local budget, not looser.
+// Redis 5 or later is needed (ZPOPMIN; scripts that read TIME and INFO and
+// then write), 6 for ACL users. Keys: stormguard:budget:{KEY} (a hash), …:members and
+// …:waiting (sorted sets), stormguard:dials:{NAME} (a hash and a pub/sub
+// channel).
 //
 // # Kill switch
 //
 // [SetDials] sets the fleet's dials (retries off, shed a fraction, a
 // concurrency limit override) in the hash stormguard:dials:{NAME} and
 // announces them on the pub/sub channel of the same name. In every process
-// a [Watcher] (see [Watch]) applies them to a local *killswitch.Dials, at
-// once on the announcement and at the latest at its next read (every
-// PollInterval, 500 ms by default), so a change reaches every process within
-// a second even when pub/sub is down. Each change has a version within an
-// epoch (the Redis time the dials were first set; a new one when Redis lost
-// them and they are set again): a Watcher applies a change only if it moves
-// forward, so a late or replayed announcement changes nothing. The command
+// a [Watcher] (see [Watch]) applies whatever Redis holds whenever it differs
+// from the last fleet state it applied, older versions included: after a
+// failover to a replica that lagged, or a restored backup, the operator's
+// last write wins. It reads the dials every PollInterval (500 ms by
+// default, jittered) and as soon as a change is announced; an announcement
+// is only a cue to read (at most every 20 ms), never applied, so a forged
+// or stale PUBLISH changes nothing Redis does not hold. Dials Redis lost (a
+// restart without persistence) leave the local dials as they are. Measured
+// with 1,000 watchers over four OS processes (bench/fleetload -dials): a
+// change reached all of them within 112 ms through pub/sub, within 500 ms by
+// polling alone; watching costs Redis two HMGET a second per watcher (0.1 of
+// a core for 1,000) and one more per watcher for each change. The command
 // line does the same:
 //
 //	stormguard fleet set --retries-off       # every process stops retrying
 //	stormguard fleet set --shed 0.25         # and sheds a quarter of its traffic
 //	stormguard fleet show                    # the dials and the budget's level
 //
-// # Running a fleet against one Redis
-//
-// Every process gets the Redis address and password from its environment
-// (STORMGUARD_REDIS_ADDR, STORMGUARD_REDIS_PASSWORD; never from a file in
-// the repository), builds one client with [ClientOptions], and one Budget
-// per dependency whose retries the fleet shares (same Key, same Spec, and
-// FleetSize the number of instances expected) and one Watcher for the kill
-// switch. Redis 5 or later is needed (scripts that read TIME and INFO); a
-// Redis Cluster works, since each budget's keys share one hash slot (moving
-// the slot to another node counts as a state from another server: one
-// LeaseTTL without grants). Redis may restart with or without persistence,
-// fail over to a replica, or be flushed: the budget is rebuilt from the
-// processes as described above, and the dials keep their last value in
-// every process until set again.
+// docs/fleet.md states all of this at more length, with the measurements.
 package fleet

@@ -6,18 +6,25 @@ import (
 	"log"
 	"os"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/stormguard/stormguard/fleet"
 	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/retry"
 )
 
 // A retrier whose budget the whole fleet shares, and whose kill switch the
-// whole fleet obeys. (Not run: it needs a Redis.)
+// whole fleet obeys; the connection (one server, a cluster or Sentinel, an
+// ACL user, TLS, the password from a file) from the STORMGUARD_REDIS_*
+// environment. (Not run: it needs a Redis.)
 func Example() {
 	ctx := context.Background()
-	rdb := redis.NewClient(fleet.ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), os.Getenv("STORMGUARD_REDIS_PASSWORD"), 0))
+	conn, err := fleet.ConnectionFromEnv(os.Getenv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb, err := conn.Client()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer rdb.Close()
 
 	// The policy's budget, shared by the fleet instead of one per process.
@@ -52,15 +59,22 @@ func ExampleBudget_Stats() {
 	}
 	fmt.Printf("stormguard_fleet_fallback %d\n", fallback)
 	fmt.Printf("stormguard_fleet_round_trips_total %d\n", s.RoundTrips)
-	fmt.Printf("stormguard_fleet_lease_tokens %g\n", s.Hold)
-	fmt.Printf("stormguard_fleet_lease_slack_tokens %g\n", b.LeaseSlack())
+	fmt.Printf("stormguard_fleet_held_tokens %g\n", s.Hold)
+	fmt.Printf("stormguard_fleet_refused_total{why=\"pool empty\"} %d\n", s.RefusedBackoff+s.RefusedShort)
 }
 
 // Turn retries off across the fleet during an incident, as
 // `stormguard fleet set --retries-off` does. (Not run: it needs a Redis.)
 func ExampleSetDials() {
 	ctx := context.Background()
-	rdb := redis.NewClient(fleet.ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), os.Getenv("STORMGUARD_REDIS_PASSWORD"), 0))
+	conn, err := fleet.ConnectionFromEnv(os.Getenv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb, err := conn.Client()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer rdb.Close()
 	off := true
 	s, err := fleet.SetDials(ctx, rdb, "default", fleet.DialsChange{RetriesOff: &off})
@@ -74,11 +88,18 @@ func ExampleSetDials() {
 // (Not run: it needs a Redis.)
 func ExamplePeek() {
 	ctx := context.Background()
-	rdb := redis.NewClient(fleet.ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), os.Getenv("STORMGUARD_REDIS_PASSWORD"), 0))
+	conn, err := fleet.ConnectionFromEnv(os.Getenv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb, err := conn.Client()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer rdb.Close()
 	lv, err := fleet.Peek(ctx, rdb, "payments-api")
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("%g of %g tokens, %d processes\n", lv.Tokens, lv.Capacity, lv.Processes)
+	fmt.Printf("%g of %g tokens in the pool, %d processes, %d waiting\n", lv.Pool, lv.Capacity, lv.Processes, lv.Waiting)
 }

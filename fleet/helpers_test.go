@@ -99,52 +99,39 @@ func aws2026(t testing.TB) budget.Spec {
 	return s
 }
 
-// endProbationScript ends a probation that still runs, as if its lease TTL
-// had passed, and does nothing when it ended already: a probation end
-// written after a round trip cleared the field would stay in the state as
-// one that ended without being seen (a copy of it promoted elsewhere is the
-// case TestMovedStateStartsItsOwnProbation checks on purpose).
-const endProbationScript = `if redis.call('HEXISTS', KEYS[1], 'prob') == 1 then return redis.call('HSET', KEYS[1], 'prob', 1) end return 0`
-
-// endProbation ends the probation of a new token bucket at once, as if its
-// lease TTL had passed (the pool fills to the capacity at the next round
-// trip), and waits until every budget of bs has a full lease.
-func endProbation(t testing.TB, addr, key string, bs ...*Budget) {
+// newBudget joins the budget key at addr with cfg (Key, Spec, a test
+// logger and a generous timeout filled in when zero) and closes it when the
+// test ends.
+func newBudget(t testing.TB, addr string, cfg Config) (*Budget, *syncBuffer) {
 	t.Helper()
-	rdb := newClient(t, addr)
-	look := func() Level {
-		lv, _ := Peek(context.Background(), rdb, key)
-		return lv
+	logger, logs := testLogger()
+	if cfg.Spec.Kind == "" {
+		cfg.Spec = aws2026(t)
 	}
-	// The state must exist: a field set on a missing key makes a hash
-	// without a spec, a corrupt state.
-	waitFor(t, hostspeed.Scale(5*time.Second), "the state to exist", func() bool { return look().Exists })
-	st := "stormguard:budget:{" + key + "}"
-	if err := rdb.Eval(context.Background(), endProbationScript, []string{st}).Err(); err != nil {
-		t.Fatal(err)
+	if cfg.Logger == nil {
+		cfg.Logger = logger
 	}
-	waitFor(t, hostspeed.Scale(5*time.Second), "the pool to fill", func() bool { lv := look(); return lv.Probation.IsZero() && lv.Tokens > 0 })
-	for _, b := range bs {
-		waitFor(t, hostspeed.Scale(5*time.Second), "a lease after the probation", func() bool { return b.Mode() == ModeFleet && b.hold.Load() >= b.want })
+	if cfg.Timeout == 0 {
+		cfg.Timeout = redisTimeout()
 	}
-}
-
-// prefill leaves a token bucket of spec under key in Redis at addr, full,
-// with no process: as a fleet that has been running a while and stopped.
-func prefill(t testing.TB, addr, key string, spec budget.Spec) {
-	t.Helper()
-	logger, _ := testLogger()
-	b, err := New(context.Background(), newClient(t, addr), Config{Key: key, Spec: spec, ID: "prefill", Logger: logger, Timeout: redisTimeout()})
+	b, err := New(context.Background(), newClient(t, addr), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	endProbation(t, addr, key, b)
+	t.Cleanup(func() { b.Close() })
+	return b, logs
+}
+
+// credit puts tokens into the pool of key at addr, as the rewards of a
+// fleet's first-try successes would (a process "filler" sends them).
+func credit(t testing.TB, addr, key string, tokens int64) {
+	t.Helper()
+	b, _ := newBudget(t, addr, Config{Key: key, ID: "filler-" + strconv.FormatInt(rand.Int64(), 36)})
+	for range tokens {
+		b.EndAt(time.Time{}, budget.Success, budget.Ticket{})
+	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
-	}
-	lv, err := Peek(context.Background(), newClient(t, addr), key)
-	if err != nil || lv.Tokens != lv.Capacity || lv.Held != 0 || lv.Processes != 0 {
-		t.Fatalf("prefilled: %+v, %v", lv, err)
 	}
 }
 
@@ -172,8 +159,7 @@ type tally struct {
 	MaxRetryWait time.Duration `json:"max_retry_wait"`
 	Mode         string        `json:"mode"` // at the end
 	Stats        Stats         `json:"stats"`
-	Slack        float64       `json:"slack"` // LeaseSlack at the end
-	Log          []string      `json:"log"`   // the budget's log messages
+	Log          []string      `json:"log"` // the budget's log messages
 }
 
 // net is what the retries cost in the end.
@@ -271,6 +257,7 @@ func startHelper(t *testing.T, mode string, env ...string) *child {
 	}
 	go func() {
 		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<16), 1<<22)
 		for sc.Scan() {
 			c.lines <- sc.Text()
 		}
@@ -312,12 +299,8 @@ func (c *child) next(t *testing.T, d time.Duration) string {
 func runHelper(mode string) int {
 	var err error
 	switch mode {
-	case "spend":
-		err = helperSpend()
 	case "dials":
 		err = helperDials()
-	case "hold":
-		err = helperHold()
 	case "storm":
 		err = helperStorm()
 	default:
@@ -330,118 +313,88 @@ func runHelper(mode string) int {
 	return 0
 }
 
-// helperSpend joins the budget, prints "ready", waits for "go" on stdin,
-// runs the workload for STORMGUARD_DURATION and prints its tally as JSON.
-func helperSpend() error {
-	spec, _ := budget.Preset("aws-2026")
-	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", envTimeout()))
-	defer rdb.Close()
-	timeout := envTimeout()
-	b, err := New(context.Background(), rdb, Config{
-		Key:       os.Getenv("STORMGUARD_KEY"),
-		Spec:      spec,
-		FleetSize: 3,
-		Timeout:   timeout, // three processes under the race detector on a small machine
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Println("ready")
-	in := bufio.NewScanner(os.Stdin)
-	if !in.Scan() || in.Text() != "go" {
-		return fmt.Errorf("no go")
-	}
-	d, err := time.ParseDuration(os.Getenv("STORMGUARD_DURATION"))
-	if err != nil {
-		return err
-	}
-	seed, _ := strconv.ParseUint(os.Getenv("STORMGUARD_SEED"), 10, 64)
-	w := workload{pFirst: 0.02, pRetry: 0.3, cost: 14, reward: 1, pause: 200 * time.Microsecond}
-	t := w.run(b, seed, time.Now().Add(d), nil)
-	t.Mode = b.Mode().String()
-	t.Stats = b.Stats()
-	if err := b.Close(); err != nil {
-		return err
-	}
-	out, err := json.Marshal(t)
-	if err != nil {
-		return err
-	}
-	fmt.Println(string(out))
-	return nil
-}
-
-// helperHold joins the budget with a lease TTL of 300ms, prints "ready"
-// and waits on stdin: the test kills it, as a crash would.
-func helperHold() error {
-	spec, _ := budget.Preset("aws-2026")
-	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", envTimeout()))
-	timeout := envTimeout()
-	b, err := New(context.Background(), rdb, Config{Key: os.Getenv("STORMGUARD_KEY"), Spec: spec, LeaseTTL: 300 * time.Millisecond, Timeout: timeout})
-	if err != nil {
-		return err
-	}
-	if b.Mode() != ModeFleet {
-		return fmt.Errorf("mode %v", b.Mode())
-	}
-	if _, ok := b.RetryAt(time.Now(), budget.Transient); !ok { // spent from the lease, never reported
-		return fmt.Errorf("retry refused")
-	}
-	fmt.Println("ready")
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return nil
-}
-
-// helperDials watches the dials STORMGUARD_DIALS, prints "ready" once it
-// has read them, then "change VERSION UNIXNANO" for every fleet state it
-// applies, until stdin closes.
+// helperDials runs STORMGUARD_WATCHERS watchers (one Redis client each) of
+// the dials STORMGUARD_DIALS, prints "ready" once all have read them, then
+// "change INDEX VERSION UNIXNANO RETRIESOFF SHED" for every fleet state a
+// watcher applies, until stdin closes.
 func helperDials() error {
-	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", envTimeout()))
-	defer rdb.Close()
+	n, _ := strconv.Atoi(os.Getenv("STORMGUARD_WATCHERS"))
+	n = max(n, 1)
+	poll, _ := time.ParseDuration(os.Getenv("STORMGUARD_POLL"))
 	var mu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
 	say := func(s string) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Println(s)
+		out.WriteString(s + "\n")
+		out.Flush()
 	}
-	d := new(killswitch.Dials)
-	w, err := Watch(rdb, os.Getenv("STORMGUARD_DIALS"), d, WatchConfig{
-		Timeout: envTimeout(),
-		OnChange: func(s DialsState) {
-			// The local dials are already set: show what they say.
-			say(fmt.Sprintf("change %d %d %t %g", s.Version, time.Now().UnixNano(), d.RetriesDisabled(), d.ShedFraction()))
-		},
-	})
-	if err != nil {
-		return err
+	var ws []*Watcher
+	var clients []*redis.Client
+	for i := range n {
+		rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", envTimeout()))
+		clients = append(clients, rdb)
+		d := new(killswitch.Dials)
+		w, err := Watch(rdb, os.Getenv("STORMGUARD_DIALS"), d, WatchConfig{
+			Timeout:      envTimeout(),
+			PollInterval: poll,
+			Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+			OnChange: func(s DialsState) {
+				// The local dials are already set: show what they say.
+				say(fmt.Sprintf("change %d %d %d %t %g", i, s.Version, time.Now().UnixNano(), d.RetriesDisabled(), d.ShedFraction()))
+			},
+		})
+		if err != nil {
+			return err
+		}
+		ws = append(ws, w)
 	}
-	for !w.Stats().Connected {
-		time.Sleep(time.Millisecond)
+	for _, w := range ws {
+		for !w.Stats().Connected {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	say("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin)
-	return w.Close()
+	for i, w := range ws {
+		w.Close()
+		clients[i].Close()
+	}
+	return nil
 }
 
-// parseChange reads "change VERSION UNIXNANO RETRIESOFF SHED".
-func parseChange(t *testing.T, line string) (version int64, at time.Time, off bool, shed float64) {
+// dialsChange is one line of a dials helper.
+type dialsChange struct {
+	watcher int
+	version int64
+	at      time.Time
+	off     bool
+	shed    float64
+}
+
+// parseChange reads "change INDEX VERSION UNIXNANO RETRIESOFF SHED".
+func parseChange(t *testing.T, line string) dialsChange {
 	t.Helper()
 	f := strings.Fields(line)
-	if len(f) != 5 || f[0] != "change" {
+	if len(f) != 6 || f[0] != "change" {
 		t.Fatalf("unexpected helper line %q", line)
 	}
-	version, _ = strconv.ParseInt(f[1], 10, 64)
-	ns, _ := strconv.ParseInt(f[2], 10, 64)
-	off = f[3] == "true"
-	shed, _ = strconv.ParseFloat(f[4], 64)
-	return version, time.Unix(0, ns), off, shed
+	var c dialsChange
+	c.watcher, _ = strconv.Atoi(f[1])
+	c.version, _ = strconv.ParseInt(f[2], 10, 64)
+	ns, _ := strconv.ParseInt(f[3], 10, 64)
+	c.at = time.Unix(0, ns)
+	c.off = f[4] == "true"
+	c.shed, _ = strconv.ParseFloat(f[5], 64)
+	return c
 }
 
 // helperStorm joins the budget STORMGUARD_KEY at STORMGUARD_REDIS_ADDR
-// (FleetSize STORMGUARD_FLEET_SIZE, LeaseTTL STORMGUARD_LEASE_TTL, Timeout
-// STORMGUARD_TIMEOUT, ID STORMGUARD_ID), prints "ready", waits for "go" on
-// stdin, then retries against a dependency that always fails until stdin
-// closes, and prints its tally as JSON, with its log messages.
+// (FleetSize STORMGUARD_FLEET_SIZE, Timeout STORMGUARD_TIMEOUT, ID
+// STORMGUARD_ID), prints "ready", waits for "go" on stdin, then makes
+// requests of which STORMGUARD_FIRST_OK succeed at the first try (the rest,
+// and every retry, fail) until stdin closes, and prints its tally as JSON,
+// with its log messages.
 func helperStorm() error {
 	spec, _ := budget.Preset("aws-2026")
 	rdb := redis.NewClient(ClientOptions(os.Getenv("STORMGUARD_REDIS_ADDR"), "", envTimeout()))
@@ -449,14 +402,11 @@ func helperStorm() error {
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, os.Stderr), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	size, _ := strconv.Atoi(os.Getenv("STORMGUARD_FLEET_SIZE"))
-	ttl, err := time.ParseDuration(os.Getenv("STORMGUARD_LEASE_TTL"))
-	if err != nil {
-		return err
-	}
-	timeout := envTimeout()
+	firstOK, _ := strconv.ParseFloat(os.Getenv("STORMGUARD_FIRST_OK"), 64)
 	b, err := New(context.Background(), rdb, Config{
-		Key: os.Getenv("STORMGUARD_KEY"), Spec: spec, FleetSize: size, LeaseTTL: ttl,
-		Timeout: timeout, ID: os.Getenv("STORMGUARD_ID"), Logger: logger,
+		Key: os.Getenv("STORMGUARD_KEY"), Spec: spec, FleetSize: size,
+		Timeout: envTimeout(), ID: os.Getenv("STORMGUARD_ID"), Logger: logger,
+		RejoinInterval: 50 * time.Millisecond,
 	})
 	if err != nil {
 		return err
@@ -472,11 +422,10 @@ func helperStorm() error {
 		}
 		close(stop)
 	}()
-	w := workload{pFirst: 0, pRetry: 0, cost: 14, reward: 1, pause: 500 * time.Microsecond}
+	w := workload{pFirst: firstOK, pRetry: 0, cost: 14, reward: 1, pause: 500 * time.Microsecond}
 	t := w.run(b, uint64(os.Getpid()), time.Now().Add(time.Hour), stop)
 	t.Mode = b.Mode().String()
 	t.Stats = b.Stats()
-	t.Slack = b.LeaseSlack()
 	_ = b.Close()
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if i := strings.Index(l, "msg="); i >= 0 {
