@@ -13,6 +13,8 @@
 //	server   the servers' Stats snapshots   RegisterServer(reg, labels, srv.Stats) (httpx.Server, grpcx.Server:
 //	                                        both report in admit.Stats)
 //	         time spent queued              QueueWait(reg, labels), as the servers' ServerConfig.OnQueueWait
+//	process  the kill switch's dials        RegisterDials(reg, labels, dials)
+//	         a live policy file             RegisterPolicy(reg, labels, live.State) (policyfile.Live)
 //
 // Nothing costs anything when no collector is registered: a retrier built
 // without hooks does not even test for them on its hot path, and the
@@ -46,6 +48,12 @@
 //	stormguard_server_concurrency_limit_requests      gauge                      the concurrency limit now
 //	stormguard_server_in_flight_requests              gauge                      handlers running now
 //	stormguard_server_queued_requests                 gauge                      requests waiting in the admission queue now
+//	stormguard_dials_retries_off                      gauge                      1 while the kill switch turns retries off
+//	stormguard_dials_shed_ratio                       gauge                      the fraction the kill switch sheds
+//	stormguard_dials_limit_override_requests          gauge                      the limit override, 0 for none
+//	stormguard_dials_last_change_timestamp_seconds    gauge      origin          when the dials last changed: local or fleet
+//	stormguard_policy_version_info                    gauge      version         1 for the policy file version running
+//	stormguard_policy_reloads_total                   counter    result          new versions read: applied, refused
 //
 // Each event moves exactly one series: a request the server sheds is one
 // increment of stormguard_server_requests_total{outcome="shed"} (with its

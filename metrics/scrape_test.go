@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/grpcx"
@@ -127,11 +128,21 @@ func TestScrape(t *testing.T) {
 
 	// An HTTP server that serves one request.
 	dials := new(killswitch.Dials)
-	hs, err := httpx.NewServer(httpx.ServerConfig{Limit: limit.Spec{Kind: limit.KindFixed, Limit: 1}, Dials: dials})
+	hs, err := httpx.NewServer(httpx.ServerConfig{Config: admit.Config{Limit: limit.Spec{Kind: limit.KindFixed, Limit: 1}, Dials: dials}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := metrics.RegisterServer(reg, metrics.Labels{Target: "web"}, hs.Stats); err != nil {
+		t.Fatal(err)
+	}
+	// Its dials, exported.
+	if err := metrics.RegisterDials(reg, metrics.Labels{Target: "web"}, dials); err != nil {
+		t.Fatal(err)
+	}
+	// Its policy file: version 0123456789ab, two reloads applied, one refused.
+	if err := metrics.RegisterPolicy(reg, metrics.Labels{Target: "web"}, func() schema.PolicyState {
+		return schema.PolicyState{Version: "0123456789ab", Applied: 2, Refused: 1}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	web := httptest.NewServer(hs.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
@@ -144,10 +155,16 @@ func TestScrape(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	// Its dials, set once its request was served (a quarter shed would
+	// refuse it one time in four): retries off, a quarter shed, set for the
+	// fleet.
+	dials.SetRetriesDisabled(true)
+	_ = dials.SetShedFraction(0.25)
+	dials.NoteChange(killswitch.Change{At: time.Unix(1_800_000_000, 0), Origin: killswitch.OriginFleet, By: "fleet default"})
 
 	// The gRPC server side, with the queue-wait histogram.
 	rpc := metrics.Labels{Target: "rpc"}
-	gs, err := grpcx.NewServer(grpcx.ServerConfig{OnQueueWait: metrics.QueueWait(reg, rpc)})
+	gs, err := grpcx.NewServer(grpcx.ServerConfig{Config: admit.Config{OnQueueWait: metrics.QueueWait(reg, rpc)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +211,16 @@ func TestScrape(t *testing.T) {
 		`stormguard_server_concurrency_limit_requests{target="web"}`:                           "1",
 		`stormguard_server_in_flight_requests{target="web"}`:                                   "0",
 		`stormguard_server_queued_requests{target="web"}`:                                      "0",
+
+		// the web server's dials
+		`stormguard_dials_retries_off{target="web"}`:                                  "1",
+		`stormguard_dials_shed_ratio{target="web"}`:                                   "0.25",
+		`stormguard_dials_limit_override_requests{target="web"}`:                      "0",
+		`stormguard_dials_last_change_timestamp_seconds{origin="fleet",target="web"}`: "1.8e+09",
+
+		`stormguard_policy_version_info{target="web",version="0123456789ab"}`: "1",
+		`stormguard_policy_reloads_total{result="applied",target="web"}`:      "2",
+		`stormguard_policy_reloads_total{result="refused",target="web"}`:      "1",
 
 		// gRPC server: 2 calls, both admitted at once
 		`stormguard_server_offered_total{target="rpc",try="first"}`:                  "2",

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/metrics"
 	"github.com/stormguard/stormguard/retry"
@@ -25,7 +26,7 @@ func Example_wiring() {
 	reg := prometheus.NewRegistry()
 	p, _ := retry.Preset("stormguard")
 	r := retry.MustNew(p, retry.WithHooks(metrics.RetryHooks(reg, metrics.Labels{Target: "orders"})))
-	sg, err := httpx.NewServer(httpx.ServerConfig{OnQueueWait: metrics.QueueWait(reg, metrics.Labels{Target: "shop"})})
+	sg, err := httpx.NewServer(httpx.ServerConfig{Config: admit.Config{OnQueueWait: metrics.QueueWait(reg, metrics.Labels{Target: "shop"})}})
 	if err != nil {
 		log.Fatal(err)
 	}

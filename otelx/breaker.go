@@ -3,6 +3,7 @@ package otelx
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/stormguard/stormguard/breaker"
@@ -22,7 +23,7 @@ import (
 // paths pay nothing for them. For the transitions as span events, call
 // [BreakerTransition] where the request's context is at hand. Unregister
 // the returned Registration to stop.
-func RegisterBreaker(mp metric.MeterProvider, target string, b *breaker.Breaker) (metric.Registration, error) {
+func RegisterBreaker(mp metric.MeterProvider, target string, b *breaker.Breaker, extra ...attribute.KeyValue) (metric.Registration, error) {
 	m := meter(mp)
 	state, err := m.Int64ObservableGauge(schema.BreakerState.Name,
 		metric.WithDescription(schema.BreakerState.Help), metric.WithUnit(schema.BreakerState.Unit))
@@ -39,9 +40,9 @@ func RegisterBreaker(mp metric.MeterProvider, target string, b *breaker.Breaker)
 	if err != nil {
 		return nil, err
 	}
-	self := metric.WithAttributeSet(attrs(schema.BreakerState, target))
+	self := metric.WithAttributeSet(attrs(schema.BreakerState, target, extra))
 	to := func(s breaker.State) metric.ObserveOption {
-		return metric.WithAttributeSet(attrs(schema.BreakerTransitions, target, s.String()))
+		return metric.WithAttributeSet(attrs(schema.BreakerTransitions, target, extra, s.String()))
 	}
 	toOpen, toHalf, toClosed := to(breaker.Open), to(breaker.HalfOpen), to(breaker.Closed)
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {

@@ -43,4 +43,14 @@
 //
 // Durations and delays are in seconds (float64). The names are constants
 // of package schema (SpanAttempt, AttrTarget, …).
+//
+// # Extra attributes
+//
+// Every function that registers instruments takes optional extra
+// attributes, put on every series it records: a route (the dashboard's
+// per-route views group by it), a zone. They are what constant labels on a
+// prometheus.WrapRegistererWith are to package metrics, and give the same
+// series:
+//
+//	otelx.RegisterServer(mp, "shop", orders.Stats, attribute.String("route", "orders"))
 package otelx

@@ -11,6 +11,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/otelx"
 	"github.com/stormguard/stormguard/retry"
@@ -36,7 +37,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	sg, err := httpx.NewServer(httpx.ServerConfig{OnQueueWait: wait, OnRefuse: otelx.ServerEvents("shop")})
+	sg, err := httpx.NewServer(httpx.ServerConfig{Config: admit.Config{OnQueueWait: wait, OnRefuse: otelx.ServerEvents("shop")}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -28,15 +28,17 @@ func meter(mp metric.MeterProvider) metric.Meter {
 
 // attrs returns the attribute set of a series of m: target, then m's other
 // labels with the values lv, those with an empty value left out (an empty
-// label is an absent one, in Prometheus and here).
-func attrs(m schema.Metric, target string, lv ...string) attribute.Set {
+// label is an absent one, in Prometheus and here), then the caller's extra
+// attributes (route, zone: what prometheus.WrapRegistererWith adds on the
+// Prometheus side).
+func attrs(m schema.Metric, target string, extra []attribute.KeyValue, lv ...string) attribute.Set {
 	kv := []attribute.KeyValue{attribute.String(schema.LabelTarget, target)}
 	for i, v := range lv {
 		if v != "" {
 			kv = append(kv, attribute.String(m.Labels[1+i], v))
 		}
 	}
-	return attribute.NewSet(kv...)
+	return attribute.NewSet(append(kv, extra...)...)
 }
 
 // RetryHooks returns hooks that record a retrier's attempts and requests as
@@ -51,7 +53,7 @@ func attrs(m schema.Metric, target string, lv ...string) attribute.Set {
 // read the clock at the start and the end of every request, so that its
 // duration is known. Several retriers may share one target. RetryHooks
 // returns the meter's error if it refuses an instrument.
-func RetryHooks(mp metric.MeterProvider, target string) (retry.Hooks, error) {
+func RetryHooks(mp metric.MeterProvider, target string, extra ...attribute.KeyValue) (retry.Hooks, error) {
 	m := meter(mp)
 	ca, cd := schema.ClientAttempts, schema.ClientRequestDuration
 	attempts, err := m.Int64Counter(ca.Name, metric.WithDescription(ca.Help), metric.WithUnit(ca.Unit))
@@ -66,14 +68,14 @@ func RetryHooks(mp metric.MeterProvider, target string) (retry.Hooks, error) {
 	ctx := context.Background()
 	var aOpts [schema.NumAttemptSeries][]metric.AddOption
 	for i, lv := range schema.AttemptSeries() {
-		aOpts[i] = []metric.AddOption{metric.WithAttributeSet(attrs(ca, target, lv...))}
+		aOpts[i] = []metric.AddOption{metric.WithAttributeSet(attrs(ca, target, extra, lv...))}
 		attempts.Add(ctx, 0, aOpts[i]...)
 	}
 	// A histogram has no zero observation: its series appear with their
 	// first request.
 	var dOpts [schema.NumRequestSeries][]metric.RecordOption
 	for i, lv := range schema.RequestSeries() {
-		dOpts[i] = []metric.RecordOption{metric.WithAttributeSet(attrs(cd, target, lv...))}
+		dOpts[i] = []metric.RecordOption{metric.WithAttributeSet(attrs(cd, target, extra, lv...))}
 	}
 	rec := schema.ClientRecorder{
 		Attempt: func(ctx context.Context, i int) { attempts.Add(ctx, 1, aOpts[i]...) },
@@ -90,7 +92,7 @@ func RetryHooks(mp metric.MeterProvider, target string) (retry.Hooks, error) {
 // readings package metrics exports (see schema.BudgetReaders). For a budget
 // with no reading it registers nothing and returns a nil Registration.
 // Unregister the returned Registration to stop.
-func RegisterBudget(mp metric.MeterProvider, target string, b budget.Budget) (metric.Registration, error) {
+func RegisterBudget(mp metric.MeterProvider, target string, b budget.Budget, extra ...attribute.KeyValue) (metric.Registration, error) {
 	level, capacity, fallback := schema.BudgetReaders(b)
 	if level == nil && capacity == nil && fallback == nil {
 		return nil, nil
@@ -127,7 +129,7 @@ func RegisterBudget(mp metric.MeterProvider, target string, b budget.Budget) (me
 		add(schema.ClientBudgetFallback, fb)); err != nil {
 		return nil, err
 	}
-	opt := metric.WithAttributeSet(attrs(schema.ClientBudgetTokens, target))
+	opt := metric.WithAttributeSet(attrs(schema.ClientBudgetTokens, target, extra))
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, r := range rs {
 			o.ObserveFloat64(r.g, r.f(), opt)
@@ -145,7 +147,7 @@ func RegisterBudget(mp metric.MeterProvider, target string, b budget.Budget) (me
 // stormguard_server_queued_requests, as package metrics does. stats is
 // httpx.Server.Stats, grpcx.Server.Stats or admit.Gate.Stats. Nothing runs
 // between collections. Unregister the returned Registration to stop.
-func RegisterServer(mp metric.MeterProvider, target string, stats func() admit.Stats) (metric.Registration, error) {
+func RegisterServer(mp metric.MeterProvider, target string, stats func() admit.Stats, extra ...attribute.KeyValue) (metric.Registration, error) {
 	m := meter(mp)
 	counter := func(sm schema.Metric) (metric.Int64ObservableCounter, error) {
 		return m.Int64ObservableCounter(sm.Name, metric.WithDescription(sm.Help), metric.WithUnit(sm.Unit))
@@ -163,13 +165,13 @@ func RegisterServer(mp metric.MeterProvider, target string, stats func() admit.S
 	}
 	var offeredOpts [len(schema.Tries)]metric.ObserveOption
 	for i, try := range schema.Tries {
-		offeredOpts[i] = metric.WithAttributeSet(attrs(schema.ServerOffered, target, try))
+		offeredOpts[i] = metric.WithAttributeSet(attrs(schema.ServerOffered, target, extra, try))
 	}
 	var requestOpts [schema.NumServerOutcomes]metric.ObserveOption
 	for i, lv := range schema.ServerOutcomes() {
-		requestOpts[i] = metric.WithAttributeSet(attrs(schema.ServerRequests, target, lv...))
+		requestOpts[i] = metric.WithAttributeSet(attrs(schema.ServerRequests, target, extra, lv...))
 	}
-	gaugeOpt := metric.WithAttributeSet(attrs(schema.ServerInFlight, target))
+	gaugeOpt := metric.WithAttributeSet(attrs(schema.ServerInFlight, target, extra))
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := schema.ServerValues(stats())
 		for i, v := range s.Offered {
@@ -190,14 +192,14 @@ func RegisterServer(mp metric.MeterProvider, target string, stats func() admit.S
 // admitted request waited: set it as the OnQueueWait of
 // httpx.ServerConfig, grpcx.ServerConfig or admit.Config. Its buckets run
 // from 0.5 ms to about 16 s, doubling, as package metrics' do.
-func QueueWait(mp metric.MeterProvider, target string) (func(time.Duration), error) {
+func QueueWait(mp metric.MeterProvider, target string, extra ...attribute.KeyValue) (func(time.Duration), error) {
 	sm := schema.ServerQueueWait
 	h, err := meter(mp).Float64Histogram(sm.Name, metric.WithDescription(sm.Help), metric.WithUnit(sm.Unit),
 		metric.WithExplicitBucketBoundaries(sm.Buckets...))
 	if err != nil {
 		return nil, err
 	}
-	opts := []metric.RecordOption{metric.WithAttributeSet(attrs(sm, target))}
+	opts := []metric.RecordOption{metric.WithAttributeSet(attrs(sm, target, extra))}
 	ctx := context.Background()
 	return func(d time.Duration) { h.Record(ctx, d.Seconds(), opts...) }, nil
 }

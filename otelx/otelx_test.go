@@ -21,6 +21,7 @@ import (
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/internal/outcomes"
+	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/metrics"
 	"github.com/stormguard/stormguard/metrics/schema"
 	"github.com/stormguard/stormguard/otelx"
@@ -30,6 +31,12 @@ import (
 // otelExporter exports through this package into a meter provider read by
 // an in-memory ManualReader.
 func otelExporter(t *testing.T) (outcomes.Exporter, *sdkmetric.ManualReader) {
+	exp, reader, _ := otelExporterMP(t)
+	return exp, reader
+}
+
+// otelExporterMP is otelExporter with its meter provider.
+func otelExporterMP(t *testing.T) (outcomes.Exporter, *sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
@@ -60,7 +67,7 @@ func otelExporter(t *testing.T) (outcomes.Exporter, *sdkmetric.ManualReader) {
 			must(err)
 		},
 		Read: func(t *testing.T) map[string]float64 { return collect(t, reader) },
-	}, reader
+	}, reader, mp
 }
 
 // collect reads every metric of reader, keyed by outcomes.Key.
@@ -201,7 +208,13 @@ func promSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // Every instrument has its schema metric's name, description, unit and
 // kind, and buckets for a histogram.
 func TestInstruments(t *testing.T) {
-	exp, reader := otelExporter(t)
+	exp, reader, mp := otelExporterMP(t)
+	if _, err := otelx.RegisterDials(mp, "web", new(killswitch.Dials)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := otelx.RegisterPolicy(mp, "web", func() schema.PolicyState { return schema.PolicyState{Version: "v"} }); err != nil {
+		t.Fatal(err)
+	}
 	b := fleetLike{}
 	exp.Budget("db", b)
 	hooks := exp.Client("db")

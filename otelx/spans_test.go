@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/breaker"
 	"github.com/stormguard/stormguard/httpx"
@@ -112,7 +113,7 @@ func TestHTTPClientSpanEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(wire.HeaderAttempt) == "1" {
+		if r.Header.Get(wire.HeaderAttempt) == "" { // a first try carries none
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	}))
@@ -147,7 +148,7 @@ func TestServerSpanEvents(t *testing.T) {
 	leakcheck.Check(t)
 	tr, sr := tracer(t)
 	dials := new(killswitch.Dials)
-	sg, err := httpx.NewServer(httpx.ServerConfig{Dials: dials, OnRefuse: otelx.ServerEvents("shop")})
+	sg, err := httpx.NewServer(httpx.ServerConfig{Config: admit.Config{Dials: dials, OnRefuse: otelx.ServerEvents("shop")}})
 	if err != nil {
 		t.Fatal(err)
 	}

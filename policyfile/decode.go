@@ -1,7 +1,6 @@
 package policyfile
 
 import (
-	"encoding"
 	"fmt"
 	"math"
 	"reflect"
@@ -19,11 +18,13 @@ import (
 )
 
 // The decoder reads a node tree into the configuration structs field by
-// field, by their YAML names. It does not go through yaml's own decoding of
-// structs: walking the tree itself, it knows the line of every key and
-// value, reports every problem rather than the first, and tells an explicit
-// value from an absent one (an explicit zero that would silently become a
-// default is an error).
+// field, by their YAML names, with the strict decoder the scenario loader
+// shares (yamlnode.Decoder): walking the tree itself, it knows the line of
+// every key and value, reports every problem rather than the first, and
+// tells an explicit value from an absent one. A policy file's own rules
+// are its hooks here: an explicit zero that would silently become a
+// default is an error (zeroAllowed), so are a null and an empty string,
+// and every number and duration is bounded (bound).
 
 // problem is one thing wrong with a file: its line (0 when unknown), the
 // dotted path of the value and what is wrong.
@@ -32,9 +33,6 @@ type problem struct {
 	path string
 	msg  string
 }
-
-// maxNodes bounds the nodes of a file once its aliases are expanded.
-const maxNodes = yamlnode.MaxNodes
 
 // zeroAllowed lists, by struct type, the fields whose explicit zero is a
 // value: their default is zero, so writing 0 says what it means. Any other
@@ -49,15 +47,34 @@ var zeroAllowed = map[reflect.Type]map[string]bool{
 	reflect.TypeFor[shed.Config]():       {"min_remaining": true},
 }
 
-var (
-	durationType = reflect.TypeFor[time.Duration]()
-	textType     = reflect.TypeFor[encoding.TextUnmarshaler]()
-)
+var durationType = reflect.TypeFor[time.Duration]()
 
 // decoder collects the problems of one file and the paths it holds.
 type decoder struct {
 	probs   []problem
 	written map[string]bool // every key path the file gives a value
+}
+
+// strict is the shared decoder with the policy file's rules, reporting
+// into d.
+func (d *decoder) strict() *yamlnode.Decoder {
+	if d.written == nil {
+		d.written = map[string]bool{}
+	}
+	return &yamlnode.Decoder{
+		Strict:  true,
+		Written: d.written,
+		Report: func(p yamlnode.Problem) {
+			d.probs = append(d.probs, problem{line: p.Line, path: p.Path, msg: tidy(p.Msg)})
+		},
+		Zero: func(t reflect.Type, field, value string) string {
+			if zeroAllowed[t][field] {
+				return ""
+			}
+			return zeroMessage(value)
+		},
+		Check: bound,
+	}
 }
 
 func (d *decoder) add(n *yaml.Node, path, format string, a ...any) {
@@ -68,256 +85,108 @@ func (d *decoder) add(n *yaml.Node, path, format string, a ...any) {
 	d.probs = append(d.probs, problem{line: line, path: path, msg: fmt.Sprintf(format, a...)})
 }
 
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
+func join(path, key string) string { return yamlnode.Join(path, key) }
 
 // pair is a key and its value in a mapping.
 type pair struct{ k, v *yaml.Node }
 
-// pairs returns the entries of mapping n: the entries merged in with <<
-// first (those the mapping does not give itself; of two merged sources the
-// first wins), then its own. A key given twice is a problem.
+// pairs returns the entries of mapping n (yamlnode.Decoder.Pairs: merges
+// first, a key given twice is a problem).
 func (d *decoder) pairs(n *yaml.Node, path string) []pair {
-	var merged, own []pair
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if srcs, ok := mergeSources(k, v); ok {
-			for _, s := range srcs {
-				if s.Kind != yaml.MappingNode {
-					d.add(s, path, "a merge (<<) takes a mapping or a list of mappings")
-					continue
-				}
-				merged = append(merged, d.pairs(s, path)...)
-			}
-			continue
-		}
-		if k.Kind != yaml.ScalarNode {
-			d.add(k, path, "a key is a name, not a mapping or a list")
-			continue
-		}
-		if seen[k.Value] {
-			d.add(k, join(path, k.Value), "is given twice")
-			continue
-		}
-		seen[k.Value] = true
-		own = append(own, pair{k, v})
+	ps := d.strict().Pairs(n, path)
+	out := make([]pair, len(ps))
+	for i, p := range ps {
+		out[i] = pair{p.K, p.V}
 	}
-	var out []pair
-	from := map[string]bool{}
-	for _, p := range merged {
-		if !seen[p.k.Value] && !from[p.k.Value] {
-			from[p.k.Value] = true
-			out = append(out, p)
-		}
-	}
-	return append(out, own...)
+	return out
 }
 
-// mergeSources reports whether the entry k: v of a mapping is a merge
-// (<<), and returns what it merges in: v, or each element of v when it is
-// a list.
-func mergeSources(k, v *yaml.Node) ([]*yaml.Node, bool) {
-	if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
-		return nil, false
-	}
-	if v.Kind == yaml.SequenceNode {
-		return v.Content, true
-	}
-	return []*yaml.Node{v}, true
-}
+// mergeSources: see yamlnode.MergeSources.
+func mergeSources(k, v *yaml.Node) ([]*yaml.Node, bool) { return yamlnode.MergeSources(k, v) }
 
 // fieldNames returns the configuration names of struct type t, in order.
-func fieldNames(t reflect.Type) []string {
-	var names []string
-	for i := range t.NumField() {
-		if n := yamlnode.FieldName(t.Field(i)); n != "" {
-			names = append(names, n)
-		}
-	}
-	return names
-}
-
-// fieldIndex returns the index of the field of t named name, or -1.
-func fieldIndex(t reflect.Type, name string) int {
-	for i := range t.NumField() {
-		if yamlnode.FieldName(t.Field(i)) == name {
-			return i
-		}
-	}
-	return -1
-}
+func fieldNames(t reflect.Type) []string { return yamlnode.FieldNames(t) }
 
 // structFrom sets the fields of the struct v from the entries ps, and
 // leaves the others as they are (a preset's, or zero). extra lists keys
 // the caller handles, for the message about an unknown key.
 func (d *decoder) structFrom(ps []pair, v reflect.Value, path string, extra ...string) {
-	t := v.Type()
-	for _, p := range ps {
-		key := p.k.Value
-		i := fieldIndex(t, key)
-		if i < 0 {
-			want := append(append([]string(nil), extra...), fieldNames(t)...)
-			d.add(p.k, join(path, key), "unknown field (want one of %s)", strings.Join(want, ", "))
-			continue
-		}
-		d.written[join(path, key)] = true
-		d.into(p.v, v.Field(i), join(path, key), zeroAllowed[t][key])
+	yps := make([]yamlnode.Pair, len(ps))
+	for i, p := range ps {
+		yps[i] = yamlnode.Pair{K: p.k, V: p.v}
 	}
+	d.strict().StructFrom(yps, v, path, extra...)
 }
 
 // into decodes n into the settable v. zeroOK says an explicit zero is a
 // value here (see zeroAllowed).
 func (d *decoder) into(n *yaml.Node, v reflect.Value, path string, zeroOK bool) {
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
-		d.add(n, path, "has no value: leave the field out for its default, or give a value")
-		return
+	zero := ""
+	if !zeroOK {
+		zero = zeroMessage(n.Value)
 	}
-	t := v.Type()
-	switch {
-	case t.Kind() == reflect.Pointer:
-		// Decode onto a copy of what is there (a preset's), never through
-		// the pointer. Behind a pointer an explicit zero is a value.
-		nv := reflect.New(t.Elem())
-		if !v.IsNil() {
-			nv.Elem().Set(v.Elem())
-		}
-		before := len(d.probs)
-		d.into(n, nv.Elem(), path, true)
-		if len(d.probs) == before {
-			v.Set(nv)
-		}
-	case reflect.PointerTo(t).Implements(textType):
-		s, ok := d.scalar(n, path)
-		if !ok {
-			return
-		}
-		if s == "" {
-			d.add(n, path, "is empty: leave the field out for its default, or give a value")
-			return
-		}
-		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
-			d.add(n, path, "%s", tidy(err.Error()))
-		}
-	case t == durationType:
-		s, ok := d.scalar(n, path)
-		if !ok {
-			return
-		}
-		if n.ShortTag() != "!!str" {
-			d.add(n, path, "%s is not a duration: write durations as strings such as \"1s\" or \"50ms\"", s)
-			return
-		}
-		dur, err := time.ParseDuration(s)
-		if err != nil {
-			d.add(n, path, "%q is not a duration (such as \"1s\", \"50ms\" or \"1m30s\")", s)
-			return
-		}
-		if dur == 0 && !zeroOK {
-			d.zero(n, path)
-			return
-		}
-		v.SetInt(int64(dur))
-	case t.Kind() == reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			d.add(n, path, "want a mapping (%s), not %s", strings.Join(fieldNames(t), ", "), kindName(n))
-			return
-		}
-		d.structFrom(d.pairs(n, path), v, path)
-	case t.Kind() == reflect.Bool:
-		s, ok := d.scalar(n, path)
-		if !ok {
-			return
-		}
-		var b bool
-		if n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
-			d.add(n, path, "%q is not true or false", s)
-			return
-		}
-		v.SetBool(b)
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
-		s, ok := d.scalar(n, path)
-		if !ok {
-			return
-		}
-		var i int64
-		if n.ShortTag() != "!!int" || n.Decode(&i) != nil {
-			d.add(n, path, "%q is not a whole number", s)
-			return
-		}
-		if v.OverflowInt(i) {
-			d.add(n, path, "%s is too large", s)
-			return
-		}
-		if i == 0 && !zeroOK {
-			d.zero(n, path)
-			return
-		}
-		v.SetInt(i)
-	case t.Kind() == reflect.Float64 || t.Kind() == reflect.Float32:
-		s, ok := d.scalar(n, path)
-		if !ok {
-			return
-		}
-		var f float64
-		if tag := n.ShortTag(); tag != "!!int" && tag != "!!float" || n.Decode(&f) != nil {
-			d.add(n, path, "%q is not a number", s)
-			return
-		}
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			d.add(n, path, "%s is not a finite number", s)
-			return
-		}
-		if f == 0 && !zeroOK {
-			d.zero(n, path)
-			return
-		}
-		v.SetFloat(f)
-	case t.Kind() == reflect.String:
-		s, ok := d.scalar(n, path)
-		if !ok {
-			return
-		}
-		if s == "" {
-			d.add(n, path, "is empty: leave the field out for its default, or give a value")
-			return
-		}
-		v.SetString(s)
-	default:
-		// Not reached with the types this package reads.
-		d.add(n, path, "cannot be read into a %s", t)
-	}
+	d.strict().Into(n, v, path, zero)
 }
 
-// zero reports an explicit zero that would silently become a default.
-func (d *decoder) zero(n *yaml.Node, path string) {
-	d.add(n, path, "%s is not a value here: a zero field takes its default (see docs/policy.md); leave it out for the default, or give a value", n.Value)
+// zeroMessage refuses an explicit zero that would silently become a
+// default.
+func zeroMessage(value string) string {
+	return fmt.Sprintf("%s is not a value here: a zero field takes its default (see docs/policy.md); leave it out for the default, or give a value", value)
 }
 
-// scalar returns the text of the scalar n, or reports that n is not one.
-func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
-	if n.Kind != yaml.ScalarNode {
-		d.add(n, path, "want a single value, not %s", kindName(n))
-		return "", false
+// bound refuses a number or duration past the bounds below (see
+// yamlnode.Decoder.Check).
+func bound(path string, v any, s string) string {
+	switch v := v.(type) {
+	case time.Duration:
+		if v > MaxDuration {
+			return fmt.Sprintf("%s is more than %v: a duration in a policy file is at most %v (MaxDuration)", s, MaxDuration, MaxDuration)
+		}
+	case int64:
+		if limit := maxCountFor(path); v < 0 || v > limit {
+			return fmt.Sprintf("%s is outside [0, %d]: %s", s, limit, countRule(path))
+		}
+	case float64:
+		if math.Abs(v) > MaxCount {
+			return fmt.Sprintf("%s is outside [-%d, %d]: a number in a policy file is at most %d (MaxCount) in size", s, MaxCount, MaxCount, MaxCount)
+		}
 	}
-	return n.Value, true
+	return ""
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return fmt.Sprintf("the value %q", n.Value)
+// The bounds of every value a policy file gives, beyond those of the
+// packages that use it (retry.Policy.Validate, breaker.Spec.Validate,
+// admit.Config.Validate): what an operator types in an incident is
+// checked, and a slip of the keyboard (max_timeout: 1000000h) is an error
+// at its line, not a setting.
+const (
+	// MaxDuration bounds every duration: timeouts, backoffs, windows,
+	// delays.
+	MaxDuration = time.Hour
+	// MaxCount bounds every whole number (attempts, capacities, limits,
+	// calls) and the size of every other number.
+	MaxCount = 1_000_000
+	// MaxBytes bounds a size in bytes (a field named …_bytes).
+	MaxBytes = 64 << 20
+)
+
+// maxCountFor returns the bound of the whole number at path.
+func maxCountFor(path string) int64 {
+	if strings.HasSuffix(path, "_bytes") {
+		return MaxBytes
 	}
-	return "this"
+	return MaxCount
 }
+
+// countRule says which bound applies at path.
+func countRule(path string) string {
+	if strings.HasSuffix(path, "_bytes") {
+		return fmt.Sprintf("a size in bytes in a policy file is at most %d (MaxBytes)", MaxBytes)
+	}
+	return fmt.Sprintf("a whole number in a policy file is at most %d (MaxCount)", MaxCount)
+}
+
+func kindName(n *yaml.Node) string { return yamlnode.KindName(n) }
 
 // tidy drops the package prefixes from a validator's message: the line
 // and path already say where, and "budget: invalid spec: " says nothing

@@ -20,8 +20,14 @@
 //
 // Reading is strict: an unknown field, a value of the wrong type, an
 // unknown preset, an explicit zero or empty value where the field would
-// silently take its default, and any value the packages that use it would
-// refuse are errors, each with the file's name and line. The configuration
+// silently take its default, a value past the bounds every file keeps
+// ([MaxDuration], [MaxCount], [MaxBytes]) and any value the packages that
+// use it would refuse are errors, each with the file's name and line.
+//
+// [Live] keeps a running service in step with its file: a valid new
+// version is swapped in whole, an invalid one refused, and every call is
+// decided by one version (docs/policy.md, "Changing a policy while it
+// runs"). The configuration
 // types themselves (retry.Policy, breaker.Spec, admit.Config) stay plain
 // data without a YAML dependency; this package is the one that reads YAML.
 package policyfile

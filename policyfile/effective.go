@@ -321,6 +321,10 @@ func applies(v reflect.Value, name string) bool {
 			return s.Mode != breaker.Rate
 		case "failure_rate", "min_calls", "window", "buckets":
 			return s.Mode == breaker.Rate
+		case "probes": // a breaker that stops retries is never half-open
+			return s.Stops != breaker.StopsRetries
+		case "successes":
+			return s.Stops != breaker.StopsRetries || s.Mode != breaker.Rate
 		}
 	case limit.Spec:
 		switch name {

@@ -1,7 +1,6 @@
 package policyfile
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -124,41 +123,17 @@ func (f *File) Client(dep string) (*Client, error) {
 	return nil, fmt.Errorf("%s: no client policy for dependency %q (%s)", f.Name, dep, list)
 }
 
-// HTTPServer returns the server block as an httpx.ServerConfig: every
-// configuration field of admit.Config that ServerConfig has (all of them,
-// under the same names), copied; the runtime fields (Limiter, Dials, the
-// hooks) are for the caller to set. Without a server block it is the zero
-// ServerConfig: every default. For gRPC, policyfile/grpcpolicy gives the
-// grpcx.ServerConfig.
+// HTTPServer returns the server block as an httpx.ServerConfig, which
+// embeds admit.Config, the block's type; the runtime fields (Limiter,
+// Dials, the hooks) are for the caller to set. Without a server block it is
+// the zero ServerConfig: every default. For gRPC, policyfile/grpcpolicy
+// gives the grpcx.ServerConfig.
 func (f *File) HTTPServer() httpx.ServerConfig {
 	var c httpx.ServerConfig
 	if f.Server != nil {
-		CopyConfig(&c, f.Server)
+		c.Config = *f.Server
 	}
 	return c
-}
-
-// CopyConfig sets each configuration field of the struct *dst (a field
-// with a YAML name) from the field of the struct *src with the same name
-// and type, and leaves the others. It is how a server block (an
-// admit.Config) becomes an httpx or grpcx ServerConfig, which share its
-// fields: a field added to all three is copied without a change here. It
-// returns the names of the configuration fields of *src that are set (not
-// zero) and that *dst lacks, whose setting would be lost.
-func CopyConfig(dst, src any) (lost []string) {
-	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem()
-	for j := range s.NumField() {
-		name := yamlnode.FieldName(s.Type().Field(j))
-		if name == "" {
-			continue
-		}
-		if i := fieldIndex(d.Type(), name); i >= 0 && d.Field(i).Type() == s.Field(j).Type() {
-			d.Field(i).Set(s.Field(j))
-		} else if !s.Field(j).IsZero() {
-			lost = append(lost, name)
-		}
-	}
-	return lost
 }
 
 // LineError is one problem with a policy file, at a line (0 when the
@@ -255,29 +230,17 @@ func Parse(name string, data []byte) (*File, error) {
 // parseRoot parses data into a node tree with its aliases expanded and
 // returns its top-level mapping, or nil after reporting why there is none.
 func parseRoot(d *decoder, data []byte) *yaml.Node {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		d.syntax(err)
-		return nil
-	}
-	if len(doc.Content) == 0 {
+	root, err := yamlnode.OneDocument(data)
+	var de *yamlnode.DocError
+	switch {
+	case errors.Is(err, yamlnode.ErrEmpty):
 		d.add(nil, "", "the file is empty: a policy file has clients, a server block or both (see docs/policy.md)")
 		return nil
-	}
-	var next yaml.Node
-	switch err := dec.Decode(&next); {
-	case err == nil:
-		d.add(&next, "", "a second YAML document starts here; a policy file holds one")
+	case errors.As(err, &de) && de.Second:
+		d.probs = append(d.probs, problem{line: de.Line, msg: de.Msg + "; a policy file holds one"})
 		return nil
-	case !errors.Is(err, io.EOF):
-		d.syntax(err)
-		return nil
-	}
-	budget := maxNodes
-	root, err := yamlnode.Expand(doc.Content[0], &budget)
-	if err != nil {
-		d.add(doc.Content[0], "", "%v", err)
+	case errors.As(err, &de):
+		d.probs = append(d.probs, problem{line: de.Line, msg: de.Msg})
 		return nil
 	}
 	if root.Kind != yaml.MappingNode {
@@ -285,20 +248,6 @@ func parseRoot(d *decoder, data []byte) *yaml.Node {
 		return nil
 	}
 	return root
-}
-
-// syntax reports a YAML syntax error at its line.
-func (d *decoder) syntax(err error) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 0
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if n, tail, ok := strings.Cut(rest, ": "); ok {
-			if _, err := fmt.Sscanf(n, "%d", &line); err == nil {
-				msg = tail
-			}
-		}
-	}
-	d.probs = append(d.probs, problem{line: line, msg: msg})
 }
 
 // fileKeys are the keys of the top-level mapping.

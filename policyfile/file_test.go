@@ -158,6 +158,8 @@ func TestParseErrors(t *testing.T) {
 		{"breaker validator", "clients:\n  db:\n    breaker:\n      mode: rate\n      failure_rate: 2\n      buckets: 5000\n", []string{
 			"p.yaml:5: clients.db.breaker: failure_rate 2 is outside (0, 1]",
 			"p.yaml:6: clients.db.breaker: buckets 5000 is outside [1, 1000]"}},
+		{"breaker stops", "clients:\n  db:\n    breaker: {preset: rate, stops: first-tries}\n", []string{
+			`p.yaml:3: clients.db.breaker: stops "first-tries" is unknown (want calls or retries)`}},
 		{"server validator", "server:\n  max_timeout: 1s\n  min_remaining: 2s\n", []string{
 			"p.yaml:3: server: min_remaining 2s is not below max_timeout 1s"}},
 		{"server queue", "server:\n  queue:\n    codel_target: 1s\n", []string{
@@ -285,7 +287,7 @@ clients:
     preset: stormguard
     backoff: {base: 10ms}
     throttle_backoff: {cap: 2s}
-    breaker: {preset: rate, min_calls: 5}
+    breaker: {preset: rate, min_calls: 5, stops: retries}
   web:
     <<: {max_attempts: 4, attempt_timeout: 1s}
     max_attempts: 2
@@ -306,6 +308,7 @@ clients:
 		{"the preset is untouched", *sg.ThrottleBackoff, backoff.Policy{Kind: backoff.FullJitter, Base: time.Second, Cap: 10 * time.Second}},
 		{"breaker mode from its preset", db.Breaker.Mode, breaker.Rate},
 		{"breaker min_calls", db.Breaker.MinCalls, 5},
+		{"breaker stops", db.Breaker.Stops, breaker.StopsRetries},
 		{"merge key: own field wins", web.Policy.MaxAttempts, 2},
 		{"merge key: merged field", web.Policy.AttemptTimeout, time.Second},
 	}
@@ -427,8 +430,14 @@ func TestNewRetrier(t *testing.T) {
 func TestHTTPServer(t *testing.T) {
 	f := mustLoad(t, example)
 	c := f.HTTPServer()
-	want := httpx.ServerConfig{MaxTimeout: 5 * time.Second, MinRemaining: 20 * time.Millisecond,
-		Limit: f.Server.Limit, Queue: f.Server.Queue}
+	want := httpx.ServerConfig{
+		Config: admit.Config{
+			MaxTimeout:   5 * time.Second,
+			MinRemaining: 20 * time.Millisecond,
+			Limit:        f.Server.Limit,
+			Queue:        f.Server.Queue,
+		},
+	}
 	if c.MaxTimeout != want.MaxTimeout || c.MinRemaining != want.MinRemaining || c.Limit != want.Limit || c.Queue != want.Queue {
 		t.Errorf("HTTPServer() = %+v, want %+v", c, want)
 	}
@@ -454,19 +463,17 @@ func TestReadLimits(t *testing.T) {
 	}
 }
 
-// TestServerFieldsShared: every configuration field of the server block
-// (admit.Config) is a field of httpx.ServerConfig under the same name and
-// type, so HTTPServer loses nothing, and the effective policy of a block
-// that sets them all reads back.
+// TestServerFieldsShared: the server block (admit.Config) is what
+// httpx.ServerConfig embeds, so HTTPServer loses nothing, and the effective
+// policy of a block that sets every field reads back.
 func TestServerFieldsShared(t *testing.T) {
 	f, err := Parse("p.yaml", []byte("server:\n  max_timeout: 2s\n  min_remaining: 5ms\n  retry_after: 3s\n"+
 		"  limit: {kind: fixed, limit: 40}\n  queue: {capacity: 10}\n  max_criticality: sheddable-plus\n  supersede: {ttl: 5s}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c httpx.ServerConfig
-	if lost := CopyConfig(&c, f.Server); len(lost) > 0 {
-		t.Errorf("httpx.ServerConfig has no %v", lost)
+	if got := f.HTTPServer().Config; !reflect.DeepEqual(got, *f.Server) {
+		t.Errorf("HTTPServer().Config = %+v, want the block %+v", got, *f.Server)
 	}
 	if names := fieldNames(reflect.TypeFor[admit.Config]()); len(names) < 7 {
 		t.Errorf("admit.Config's configuration fields: %v", names)

@@ -62,6 +62,11 @@ const (
 	Client Side = "client"
 	// Server: the service, counting what arrives and what becomes of it.
 	Server Side = "server"
+	// Dials: the process's runtime dials (the kill switch), read by its
+	// clients and servers alike.
+	Dials Side = "dials"
+	// Policy: the policy file a process runs (policyfile.Live).
+	Policy Side = "policy"
 )
 
 // Metric describes one metric of the schema.
@@ -96,6 +101,9 @@ const (
 	LabelClass   = "class"   // how an attempt ended: a retry class
 	LabelOutcome = "outcome" // how a request ended
 	LabelReason  = "reason"  // why: the outcome's reason, "" for an outcome that has none
+	LabelOrigin  = "origin"  // where the dials' last change came from: none, local, fleet
+	LabelVersion = "version" // a policy file's version: a hash of its bytes
+	LabelResult  = "result"  // how a reload of a policy file ended: applied, refused
 )
 
 // exponential returns n bounds from start, each factor times the last.
@@ -203,6 +211,76 @@ var (
 	}
 )
 
+// The metrics of the dials: the kill switch's state in one process
+// (killswitch.Dials), so that a dashboard shows whether "retries off" took
+// effect, in which process (the instance label the scrape adds), since
+// when and whether it was set here or for the fleet. target names the
+// dials: the service whose process they steer.
+var (
+	// DialsRetriesOff is 1 while the dials turn retries off, else 0.
+	DialsRetriesOff = Metric{
+		Name: "stormguard_dials_retries_off", Kind: Gauge, Side: Dials, Unit: "1",
+		Labels: []string{LabelTarget},
+		Help:   "1 while the kill switch turns retries off in this process, else 0.",
+	}
+	// DialsShedRatio is the fraction of requests the dials shed, in [0, 1].
+	DialsShedRatio = Metric{
+		Name: "stormguard_dials_shed_ratio", Kind: Gauge, Side: Dials, Unit: "1",
+		Labels: []string{LabelTarget},
+		Help:   "The fraction of requests the kill switch sheds in this process, in [0, 1].",
+	}
+	// DialsLimitOverride is the concurrency limit the dials pin every
+	// limiter to, 0 for none.
+	DialsLimitOverride = Metric{
+		Name: "stormguard_dials_limit_override_requests", Kind: Gauge, Side: Dials, Unit: "{request}",
+		Labels: []string{LabelTarget},
+		Help:   "The concurrency limit the kill switch pins every limiter of this process to; 0 for none.",
+	}
+	// DialsLastChange is when the dials last changed, in seconds since
+	// the Unix epoch, with where the change came from (label origin:
+	// local, fleet); 0 with origin none if they never changed.
+	DialsLastChange = Metric{
+		Name: "stormguard_dials_last_change_timestamp_seconds", Kind: Gauge, Side: Dials, Unit: "s",
+		Labels: []string{LabelTarget, LabelOrigin},
+		Help:   "When the kill switch's dials last changed in this process (Unix time), by origin: local (this process) or fleet; 0 with origin none if never.",
+	}
+)
+
+// The metrics of a live policy file (policyfile.Live): which version each
+// process runs, and how its reloads went. target is the service the file
+// is for.
+var (
+	// PolicyVersion is 1 for the version of the policy file the process
+	// runs now (label version: the first 12 hex digits of the SHA-256 of
+	// its bytes).
+	PolicyVersion = Metric{
+		Name: "stormguard_policy_version_info", Kind: Gauge, Side: Policy, Unit: "1",
+		Labels: []string{LabelTarget, LabelVersion},
+		Help:   "1 for the version of the policy file this process runs now (version: the first 12 hex digits of the SHA-256 of its bytes).",
+	}
+	// PolicyReloads counts the new versions of the policy file the
+	// process read, by result: applied, or refused (invalid: the last
+	// good version keeps running).
+	PolicyReloads = Metric{
+		Name: "stormguard_policy_reloads_total", Kind: Counter, Side: Policy, Unit: "{reload}",
+		Labels: []string{LabelTarget, LabelResult},
+		Help:   "New versions of the policy file this process read, by result: applied, or refused (invalid: the last good version keeps running).",
+	}
+)
+
+// The values of label result.
+const (
+	ResultApplied = "applied"
+	ResultRefused = "refused"
+)
+
+// PolicyState is what a live policy file reports for PolicyVersion and
+// PolicyReloads.
+type PolicyState struct {
+	Version          string // the version running now
+	Applied, Refused uint64 // reloads by result
+}
+
 // The circuit breaker's metrics, registered by its own collector
 // (metrics/breaker.go) and listed here for the dashboard and the
 // documentation. Their labels beyond target are the breaker's.
@@ -242,11 +320,13 @@ func BreakerStateValue(state string) int {
 }
 
 // All returns every metric of the schema, client first, then server, then
-// the external ones.
+// the dials and the policy file, then the external ones.
 func All() []Metric {
 	return []Metric{
 		ClientAttempts, ClientRequestDuration, ClientBudgetTokens, ClientBudgetCapacity, ClientBudgetFallback,
 		ServerOffered, ServerRequests, ServerQueueWait, ServerConcurrencyLimit, ServerInFlight, ServerQueued,
+		DialsRetriesOff, DialsShedRatio, DialsLimitOverride, DialsLastChange,
+		PolicyVersion, PolicyReloads,
 		BreakerState, BreakerTransitions, BreakerRefused,
 	}
 }

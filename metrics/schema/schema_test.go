@@ -15,6 +15,7 @@ import (
 
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/metrics/schema"
 	"github.com/stormguard/stormguard/retry"
 )
@@ -327,5 +328,34 @@ func table() string {
 	}
 	values(schema.ServerOffered.Name, tries, "try")
 	values(schema.ServerRequests.Name, schema.ServerOutcomes(), "outcome", "reason")
+	var origins []schema.Labels
+	for _, o := range schema.Origins {
+		origins = append(origins, schema.Labels{o})
+	}
+	values(schema.DialsLastChange.Name, origins, "origin")
+	values(schema.PolicyReloads.Name, []schema.Labels{{schema.ResultApplied}, {schema.ResultRefused}}, "result")
 	return b.String()
+}
+
+// DialsValues reads each dial, and the last change's time and origin, whose
+// names are killswitch.Origin's.
+func TestDialsValues(t *testing.T) {
+	d := new(killswitch.Dials)
+	if got := schema.DialsValues(d); got != (schema.DialsSnapshot{Origin: "none"}) {
+		t.Errorf("new dials: %+v", got)
+	}
+	d.SetRetriesDisabled(true)
+	_ = d.SetShedFraction(0.25)
+	_ = d.SetLimitOverride(12)
+	at := time.Unix(1_800_000_000, 500_000_000)
+	d.NoteChange(killswitch.Change{At: at, Origin: killswitch.OriginFleet})
+	want := schema.DialsSnapshot{RetriesOff: 1, ShedRatio: 0.25, LimitOverride: 12, ChangedAt: 1_800_000_000.5, Origin: "fleet"}
+	if got := schema.DialsValues(d); got != want {
+		t.Errorf("got %+v; want %+v", got, want)
+	}
+	for i, name := range schema.Origins {
+		if got := killswitch.Origin(i).String(); got != name {
+			t.Errorf("origin %d: killswitch says %q, the schema %q", i, got, name)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/budget"
+	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/retry"
 )
 
@@ -318,4 +319,36 @@ func Refusal(d admit.Decision) (outcome, reason, event string) {
 	default:
 		return OutcomeShed, d.Reason.String(), SpanShed
 	}
+}
+
+// The values of label origin (killswitch.Origin's names).
+var Origins = [...]string{"none", "local", "fleet"}
+
+// DialsSnapshot is a Dials' state read into the schema's series.
+type DialsSnapshot struct {
+	// RetriesOff, ShedRatio and LimitOverride are the gauges
+	// DialsRetriesOff (0 or 1), DialsShedRatio and DialsLimitOverride.
+	RetriesOff, ShedRatio, LimitOverride float64
+	// ChangedAt is DialsLastChange: Unix seconds, 0 if never changed;
+	// Origin its label.
+	ChangedAt float64
+	Origin    string
+}
+
+// DialsValues reads the dials d into the schema's series.
+func DialsValues(d *killswitch.Dials) DialsSnapshot {
+	var s DialsSnapshot
+	if d.RetriesDisabled() {
+		s.RetriesOff = 1
+	}
+	s.ShedRatio = d.ShedFraction()
+	if l, ok := d.LimitOverride(); ok {
+		s.LimitOverride = float64(l)
+	}
+	c := d.LastChange()
+	s.Origin = c.Origin.String()
+	if !c.At.IsZero() {
+		s.ChangedAt = float64(c.At.UnixNano()) / 1e9
+	}
+	return s
 }
