@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/wire"
 )
@@ -93,7 +92,7 @@ func DialOptions(r *retry.Retrier, opts ...ClientOption) []grpc.DialOption {
 	c := newClient(r, opts)
 	return []grpc.DialOption{
 		grpc.WithDisableRetry(),
-		grpc.WithChainUnaryInterceptor(c.unary),
+		grpc.WithChainUnaryInterceptor(c.unary()),
 		grpc.WithChainStreamInterceptor(c.stream),
 	}
 }
@@ -104,15 +103,22 @@ func DialOptions(r *retry.Retrier, opts ...ClientOption) []grpc.DialOption {
 // [retry.Do] and of httpx.Transport. Dial with grpc.WithDisableRetry (or
 // use [DialOptions]) so that grpc-go does not retry as well.
 //
-// On every attempt it adds to the outgoing metadata (the caller's is kept):
+// It adds to the outgoing metadata (the caller's is kept):
 //
-//	stormguard-attempt           the attempt number, 1 for the first try;
-//	grpc-previous-rpc-attempts   the attempts before this one, from the
-//	                             second on (gRFC A6);
-//	stormguard-criticality       the criticality of ctx
+//	stormguard-attempt           the attempt number, on retries (2, 3 …);
+//	grpc-previous-rpc-attempts   the attempts before this one, on retries
+//	                             (gRFC A6);
+//	stormguard-criticality       on every attempt, the criticality of ctx
 //	                             ([deadline.WithCriticality], as a [Server]
 //	                             sets it for its handlers), unless it is the
 //	                             default or the caller set the key.
+//
+// A first try carries no attempt number: an absent stormguard-attempt (and
+// grpc-previous-rpc-attempts) means attempt 1 at every stormguard server,
+// as it does under gRFC A6. A first try with the default criticality is
+// sent with the caller's context as it is, at no cost; an attempt number
+// the caller's own metadata carries (a proxy that passes its incoming
+// metadata on) is never passed on.
 //
 // The deadline travels in grpc-timeout, which grpc-go derives from the
 // attempt's context: the caller's deadline, or the policy's AttemptTimeout
@@ -151,9 +157,9 @@ func DialOptions(r *retry.Retrier, opts ...ClientOption) []grpc.DialOption {
 // With a hedging policy ([retry.Policy].Hedge), calls of retryable methods
 // whose reply is a proto.Message are hedged instead of retried, with gRFC
 // A6's rules ([retry.HedgePolicy]): a copy of the call every Delay without a
-// success, up to MaxAttempts in flight, each with its attempt number in
-// stormguard-attempt and grpc-previous-rpc-attempts (so that a stormguard
-// server sheds hedges first) and each after the first charged to the retry
+// success, up to MaxAttempts in flight, each after the first with its
+// attempt number in stormguard-attempt and grpc-previous-rpc-attempts (so
+// that a stormguard server sheds hedges first) and charged to the retry
 // budget; a retryable failure sends the next copy at once (or after
 // grpc-retry-pushback-ms); the first success is copied into reply (and its
 // header, trailer and peer into the caller's grpc.Header, grpc.Trailer and
@@ -162,43 +168,149 @@ func DialOptions(r *retry.Retrier, opts ...ClientOption) []grpc.DialOption {
 // Streams are hedged with the same rules until they are committed (see
 // [StreamClientInterceptor]).
 func UnaryClientInterceptor(r *retry.Retrier, opts ...ClientOption) grpc.UnaryClientInterceptor {
-	return newClient(r, opts).unary
+	return newClient(r, opts).unary()
 }
 
-func (cl *client) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	r := cl.r
-	now := time.Now()
-	dl, _ := ctx.Deadline() // the zero Time when there is none
-	if err := notSent(ctx, now, dl); err != nil {
+// unary returns cl's unary interceptor, a closure (the method value of a
+// method would add a frame that copies the call's arguments). It is not
+// inlined, so that the closure is compiled here, with the retry core's
+// small methods inlined into it, rather than copied into its caller's
+// package without them.
+//
+//go:noinline
+func (cl *client) unary() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		r := cl.r
+		dl, hasDL := ctx.Deadline() // the zero Time when there is none
+		// The clock is read when something needs it, as retry.Do reads it: a
+		// deadline to check and to retry within, or a retrier whose success
+		// path is timed. A failed attempt always reads it.
+		timed := hasDL || r.NeedsClock()
+		var now time.Time
+		if timed {
+			now = clock(dl)
+		}
+		if ctx.Err() != nil || hasDL && !now.Before(dl) {
+			return notSent(ctx, now, dl)
+		}
+		st := newStamp(ctx)
+		if r.Hedges() && cl.retries(method) {
+			if pm, ok := reply.(proto.Message); ok {
+				if !timed {
+					now = time.Now()
+				}
+				callOpts := make([]grpc.CallOption, len(opts), len(opts)+2)
+				copy(callOpts, opts) // never append to the caller's slice
+				return cl.hedge(ctx, now, dl, st, method, req, pm, cc, invoker, callOpts)
+			}
+		}
+		cp := getCapture(opts)
+		var err error
+		if r.SkipsCall() {
+			// The retrier needs no Call for a first attempt that succeeds
+			// (no breaker to ask, no hooks, a token bucket to reward), as
+			// retry.Do does: the first attempt at once, inline without an
+			// attempt bound, with the caller's context as it is when there
+			// is nothing to stamp (the default criticality), and a Call only
+			// if it fails.
+			var o outcome
+			if r.AttemptTimeout() == 0 {
+				actx := ctx
+				if st.mode == stampCopy || st.crit != wire.DefaultCriticality {
+					actx = st.context(ctx, 1)
+				}
+				if err = invoker(actx, method, req, reply, cc, cp.opts...); err != nil {
+					o = cl.classify(ctx, err, cp.header, cp.trailer)
+				}
+			} else {
+				o = cl.invoke(ctx, st.context(ctx, 1), method, req, reply, cc, invoker, cp)
+			}
+			if o.cls == retry.Success { // or a classifier took the error for one
+				cp.put()
+				var end time.Time
+				if timed {
+					end = clock(dl)
+				}
+				r.SucceededFirstAt(now, end)
+				return nil
+			}
+			c := r.StartContext(ctx, now, dl)
+			err = cl.retry(ctx, dl, &c, o, st, method, req, reply, cc, invoker, cp)
+		} else {
+			err = cl.call(ctx, now, dl, timed, st, method, req, reply, cc, invoker, cp)
+		}
+		cp.put()
 		return err
 	}
-	retryable := cl.retryable == nil || cl.retryable(method)
-	base, crit := outgoing(ctx)
-	callOpts := make([]grpc.CallOption, len(opts), len(opts)+2)
-	copy(callOpts, opts) // never append to the caller's slice
+}
 
-	if h := r.Policy().Hedge; h != nil && h.MaxAttempts > 1 && retryable {
-		if pm, ok := reply.(proto.Message); ok {
-			return cl.hedge(ctx, now, dl, base, crit, method, req, pm, cc, invoker, callOpts)
+// clock reads the clock for a call with the deadline dl (the zero Time:
+// none). With a deadline that has a monotonic reading, as those of
+// context.WithTimeout and WithDeadline(time.Now()…) do, it is the time
+// left before dl, time.Until, which reads only the monotonic clock, taken
+// from dl: the same instant as time.Now, for about half its cost (one
+// clock_gettime instead of two). The success of a first attempt that
+// learns the attempt time (retry.Policy's LearnAttemptTime) reads it
+// twice. Otherwise, and for a deadline too far away for a Duration, it is
+// time.Now.
+func clock(dl time.Time) time.Time {
+	if !dl.IsZero() {
+		if left := time.Until(dl); left != math.MaxInt64 && left != math.MinInt64 {
+			return dl.Add(-left)
 		}
 	}
+	return time.Now()
+}
 
+// retries reports whether the calls of method may be retried (see
+// WithRetryableMethods).
+func (cl *client) retries(method string) bool { return cl.retryable == nil || cl.retryable(method) }
+
+// call makes a unary call whose first attempt starts at now, with its
+// Call from the start: the circuit breaker is asked, the first attempt
+// may have a bound, a success ends in EndAt.
+func (cl *client) call(ctx context.Context, now, dl time.Time, timed bool, st stamp,
+	method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, cp *capture) error {
+	r := cl.r
 	c := r.StartContext(ctx, now, dl)
-	var last error // the previous attempt's error
+	if !r.AllowAt(now, &c) {
+		return r.GiveUp(&c, retry.ErrBreakerOpen, breakerLast(nil))
+	}
+	o := cl.invoke(ctx, st.context(ctx, 1), method, req, reply, cc, invoker, cp)
+	if o.cls == retry.Success {
+		var end time.Time
+		if timed {
+			end = clock(dl)
+		}
+		r.EndAt(end, &c, retry.Success, retry.Signal{}, 0)
+		return nil
+	}
+	return cl.retry(ctx, dl, &c, o, st, method, req, reply, cc, invoker, cp)
+}
+
+// retry goes on with call c after its attempt failed with o: retries as
+// the retrier decides and returns the call's error.
+func (cl *client) retry(ctx context.Context, dl time.Time, c *retry.Call, o outcome, st stamp,
+	method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, cp *capture) error {
+	r := cl.r
+	retryable := cl.retries(method)
 	for {
-		if !r.AllowAt(now, &c) {
-			return r.GiveUp(&c, retry.ErrBreakerOpen, breakerLast(last))
-		}
-		o := cl.invoke(ctx, attemptContext(ctx, base, c.Attempt(), crit), method, req, reply, cc, invoker, callOpts)
-		end := time.Now()
-		if o.cls == retry.Success {
-			r.EndAt(end, &c, retry.Success, retry.Signal{}, 0)
-			return nil
-		}
-		if err := cl.next(ctx, dl, &c, retryable, o, end); err != nil {
+		now, err := cl.next(ctx, dl, c, retryable, o, time.Now())
+		if err != nil {
 			return err
 		}
-		now, last = time.Now(), o.err
+		if !r.AllowAt(now, c) {
+			return r.GiveUp(c, retry.ErrBreakerOpen, breakerLast(o.err))
+		}
+		o = cl.invoke(ctx, st.context(ctx, c.Attempt()), method, req, reply, cc, invoker, cp)
+		if o.cls == retry.Success {
+			var end time.Time
+			if !dl.IsZero() || r.NeedsClock() {
+				end = time.Now()
+			}
+			r.EndAt(end, c, retry.Success, retry.Signal{}, 0)
+			return nil
+		}
 	}
 }
 
@@ -220,35 +332,35 @@ type outcome struct {
 }
 
 // invoke makes one attempt of a unary call with the attempt context actx,
-// bounded by the policy's AttemptTimeout, and classifies its result.
-func (cl *client) invoke(ctx, actx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) outcome {
-	o, _, _ := cl.invokeMD(ctx, actx, method, req, reply, cc, invoker, opts)
-	return o
-}
-
-// invokeMD is invoke that also returns the attempt's header and trailer
-// metadata.
-func (cl *client) invokeMD(ctx, actx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (outcome, metadata.MD, metadata.MD) {
-	timeout := cl.r.Policy().AttemptTimeout
+// bounded by the policy's AttemptTimeout, and the call options of cp, and
+// classifies its result; cp then holds the attempt's header and trailer.
+func (cl *client) invoke(ctx, actx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, cp *capture) outcome {
+	timeout := cl.r.AttemptTimeout()
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(actx, timeout)
 		defer cancel()
 	}
-	var header, trailer metadata.MD
-	// opts may be shared by concurrent attempts (hedges) and have room to
-	// spare: the full slice expression makes append copy, not write into
-	// the shared array.
-	err := invoker(actx, method, req, reply, cc, append(opts[:len(opts):len(opts)], grpc.Header(&header), grpc.Trailer(&trailer))...)
+	cp.header, cp.trailer = nil, nil
+	err := invoker(actx, method, req, reply, cc, cp.opts...)
 	if err == nil {
-		return outcome{cls: retry.Success}, header, trailer
+		return outcome{cls: retry.Success}
 	}
-	o := cl.classify(ctx, err, header, trailer)
+	o := cl.classify(ctx, err, cp.header, cp.trailer)
 	if timeout > 0 && o.cls != retry.Canceled && actx.Err() == context.DeadlineExceeded {
 		o.err = fmt.Errorf("%w after %v: %w", ErrAttemptTimeout, timeout, o.err)
 		o.cls = retry.Timeout
 	}
-	return o, header, trailer
+	return o
+}
+
+// invokeMD is invoke with call options opts (which concurrent attempts may
+// share), returning the attempt's header and trailer metadata.
+func (cl *client) invokeMD(ctx, actx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (outcome, metadata.MD, metadata.MD) {
+	cp := getCapture(opts)
+	defer cp.put()
+	o := cl.invoke(ctx, actx, method, req, reply, cc, invoker, cp)
+	return o, cp.header, cp.trailer
 }
 
 // classify gives the outcome of an attempt of a call made with ctx that
@@ -257,77 +369,44 @@ func (cl *client) classify(ctx context.Context, err error, header, trailer metad
 	if st, ok := status.FromError(err); ok {
 		err = &StatusError{Status: st, Header: header, Trailer: trailer}
 	}
-	if ctx.Err() != nil {
-		return outcome{err: err, cls: retry.Canceled}
-	}
-	cls := cl.r.Classify(err)
-	if cls == retry.Canceled {
-		// A deadline or cancellation the caller did not cause: the
-		// attempt's own timeout, or a server that gave up on it.
-		cls = retry.Timeout
+	cls := cl.r.ClassifyAttempt(ctx, err)
+	if cls == retry.Canceled { // the caller's context is done
+		return outcome{err: err, cls: cls}
 	}
 	return outcome{err: err, cls: cls, sig: ParseSignal(header, trailer)}
 }
 
 // next decides, after the attempt of call c that ended at end with the
 // failure o, whether to retry. If so it waits the delay, starts the next
-// attempt in the retrier and returns nil; otherwise the call is over and
-// next returns the give-up error.
-func (cl *client) next(ctx context.Context, dl time.Time, c *retry.Call, retryable bool, o outcome, end time.Time) error {
+// attempt in the retrier and returns the time it started; otherwise the
+// call is over and next returns the give-up error.
+func (cl *client) next(ctx context.Context, dl time.Time, c *retry.Call, retryable bool, o outcome, end time.Time) (time.Time, error) {
 	r := cl.r
 	if !retryable && o.cls.Retryable() {
 		// A method the caller does not want retried: report the attempt,
 		// never ask for (or pay for) a retry.
 		r.FinishAt(end, c, o.cls)
-		return r.GiveUp(c, retry.ErrNotRetryable, o.err)
+		return end, r.GiveUp(c, retry.ErrNotRetryable, o.err)
 	}
 	d := r.EndAt(end, c, o.cls, o.sig, r.Sample())
 	if !d.Retry {
-		return r.GiveUp(c, d.Reason, o.err)
+		return end, r.GiveUp(c, d.Reason, o.err)
 	}
 	if err := wait(ctx, dl, d.Delay); err != nil {
 		r.AbandonAt(time.Now(), c)
-		return r.GiveUp(c, retry.ErrCanceled, fmt.Errorf("%w, while waiting to retry after: %w", contextStatus(err), o.err))
+		return end, r.GiveUp(c, retry.ErrCanceled, fmt.Errorf("%w, while waiting to retry after: %w", contextStatus(err), o.err))
 	}
-	r.NextAt(time.Now(), c)
-	return nil
-}
-
-// outgoing returns the caller's outgoing metadata and the criticality to
-// propagate: that of ctx, unless it is the default or the caller set the
-// key itself.
-func outgoing(ctx context.Context) (metadata.MD, wire.Criticality) {
-	md, _ := metadata.FromOutgoingContext(ctx) // a copy, keys in lower case
-	crit := deadline.Criticality(ctx)
-	if len(md[keyCriticality]) > 0 {
-		crit = wire.DefaultCriticality
+	now := end // no wait: the next attempt starts as this one ended
+	if d.Delay > 0 {
+		now = time.Now()
 	}
-	return md, crit
-}
-
-// attemptContext returns ctx with the outgoing metadata of attempt n: the
-// caller's (base) and stormguard's keys. The attempt number is this
-// layer's own, never inherited from the caller's metadata.
-func attemptContext(ctx context.Context, base metadata.MD, n int, crit wire.Criticality) context.Context {
-	md := make(metadata.MD, len(base)+3)
-	for k, v := range base {
-		md[k] = v // grpc-go never modifies a value slice
-	}
-	md[keyAttempt] = []string{wire.FormatAttempt(n)}
-	if n > 1 {
-		md[wire.KeyGRPCPreviousAttempts] = []string{strconv.Itoa(n - 1)}
-	} else {
-		delete(md, wire.KeyGRPCPreviousAttempts)
-	}
-	if crit != wire.DefaultCriticality {
-		md[keyCriticality] = []string{crit.String()}
-	}
-	return metadata.NewOutgoingContext(ctx, md)
+	r.NextAt(now, c)
+	return now, nil
 }
 
 // notSent reports, before anything is sent, a context that is already done
 // or whose deadline has passed, as a status error that also wraps the
-// context's error.
+// context's error; nil if neither.
 func notSent(ctx context.Context, now, dl time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("grpcx: call not sent: %w (%w)", contextStatus(err), ctxErr(ctx))

@@ -39,6 +39,15 @@ func openBreaker() *breaker.Breaker {
 	return b
 }
 
+// openRetriesBreaker returns a circuit breaker that stops retries only
+// (Brooker 2022), open for an hour: first tries go through.
+func openRetriesBreaker() *breaker.Breaker {
+	b := breaker.MustNew(breaker.Spec{Stops: breaker.StopsRetries, Failures: 1, Delay: time.Hour})
+	p, _ := b.AllowFirstAt(time.Now())
+	b.EndAt(time.Now(), p, breaker.Failure)
+	return b
+}
+
 // The give-up contract, the same table as httpx's: every give-up is a
 // *retry.GiveUpError that says why (errors.Is) and carries the last
 // attempt's status and metadata (errors.As, status.Code).
@@ -71,6 +80,9 @@ func TestGiveUpContract(t *testing.T) {
 		{name: "breaker open", step: step{code: codes.Unavailable},
 			opts: func() []retry.Option { return []retry.Option{retry.WithBreaker(openBreaker())} },
 			want: retry.ErrBreakerOpen, wantAttempts: 0, wantCode: codes.Unavailable},
+		{name: "breaker open, stopping retries only", step: step{code: codes.Unavailable, trailer: busy},
+			opts: func() []retry.Option { return []retry.Option{retry.WithBreaker(openRetriesBreaker())} },
+			want: retry.ErrBreakerOpen, wantAttempts: 1, wantCode: codes.Unavailable, wantTrailer: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,8 +168,8 @@ func TestUnaryHedge(t *testing.T) {
 	if v := trailer.Get("x-who"); len(v) != 1 || v[0] != "hedge" {
 		t.Errorf("trailer %v, want the winner's", trailer)
 	}
-	if got := b.attempts(); len(got) != 2 || got[0] != "1/" || got[1] != "2/1" {
-		t.Errorf("attempt metadata %q, want [1/ 2/1]", got)
+	if got := b.attempts(); len(got) != 2 || got[0] != "/" || got[1] != "2/1" {
+		t.Errorf("attempt metadata %q, want [/ 2/1]", got)
 	}
 	if !eventuallyTrue(func() bool { return canceled.Load() == 1 }) {
 		t.Error("the slow attempt was not cancelled")

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/stormguard/stormguard/retry"
-	"github.com/stormguard/stormguard/wire"
 )
 
 // hedgeResult is how one hedged attempt ended.
@@ -28,7 +27,7 @@ type hedgeResult struct {
 
 // hedge makes a unary call under the retrier's hedging policy (see
 // UnaryClientInterceptor).
-func (cl *client) hedge(ctx context.Context, now, dl time.Time, base metadata.MD, crit wire.Criticality,
+func (cl *client) hedge(ctx context.Context, now, dl time.Time, st stamp,
 	method string, req any, reply proto.Message, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 	r := cl.r
 	h, ok := r.HedgeStartAt(now, dl)
@@ -41,7 +40,7 @@ func (cl *client) hedge(ctx context.Context, now, dl time.Time, base metadata.MD
 	results := make(chan hedgeResult, retry.MaxHedgeAttempts) // never blocks a sender
 	var cancels [retry.MaxHedgeAttempts]context.CancelFunc
 	launch := func(n int) {
-		actx, cancel := context.WithCancel(attemptContext(ctx, base, n, crit))
+		actx, cancel := context.WithCancel(st.context(ctx, n))
 		cancels[n-1] = cancel
 		rep := reply.ProtoReflect().New().Interface()
 		p, aopts := ho.attempt()

@@ -19,7 +19,7 @@ func TestUnaryHedgeSupersededCopy(t *testing.T) {
 	leakcheck.Check(t)
 	tr := newTransfer()
 	close(tr.slow)
-	b, sg := guarded(t, grpcx.ServerConfig{Limit: fixed(1), Supersede: &admit.SupersedeConfig{}}, tr.step())
+	b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: fixed(1), Supersede: &admit.SupersedeConfig{}}}, tr.step())
 	raw := dial(t, b.addr)
 	hedging := unaryClient(t, b, fast(t, func(p *retry.Policy) {
 		p.Hedge = &retry.HedgePolicy{MaxAttempts: 3, Delay: 20 * time.Millisecond}

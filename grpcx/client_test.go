@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/grpcx"
 	"github.com/stormguard/stormguard/internal/hostspeed"
@@ -34,7 +36,7 @@ func TestUnaryRetriesUnavailableThenSucceeds(t *testing.T) {
 	if err := check(context.Background(), c); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	if got, want := b.attempts(), []string{"1/", "2/1", "3/2"}; !slices.Equal(got, want) {
+	if got, want := b.attempts(), []string{"/", "2/1", "3/2"}; !slices.Equal(got, want) {
 		t.Errorf("attempt/previous metadata = %q, want %q", got, want)
 	}
 }
@@ -270,8 +272,8 @@ func TestUnaryRetryableMethods(t *testing.T) {
 	}
 }
 
-// The caller's metadata is kept; its own attempt number is replaced; the
-// context's criticality is propagated.
+// The caller's metadata is kept; its own attempt number is not passed on
+// (a first try carries none); the context's criticality is propagated.
 func TestUnaryMetadata(t *testing.T) {
 	leakcheck.Check(t)
 	got := make(chan metadata.MD, 1)
@@ -288,12 +290,68 @@ func TestUnaryMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := <-got
-	for k, want := range map[string]string{"x-user": "ada", "stormguard-attempt": "1", "stormguard-criticality": "sheddable"} {
+	for k, want := range map[string]string{"x-user": "ada", "stormguard-criticality": "sheddable"} {
 		if v := md.Get(k); len(v) != 1 || v[0] != want {
 			t.Errorf("%s = %q, want [%q]", k, v, want)
 		}
 	}
-	if v := md.Get("grpc-previous-rpc-attempts"); len(v) != 0 {
-		t.Errorf("grpc-previous-rpc-attempts = %q on a first try, want none", v)
+	for _, k := range []string{"stormguard-attempt", "grpc-previous-rpc-attempts"} {
+		if v := md.Get(k); len(v) != 0 {
+			t.Errorf("%s = %q on a first try, want none (the caller's is not passed on)", k, v)
+		}
+	}
+}
+
+// A status a classifier takes for a success ends the call at its first
+// attempt with no error, whether the retrier needs a Call for the first
+// attempt (a breaker, hooks) or not (a token bucket alone); a retryable
+// status is retried either way. The two paths of the unary interceptor
+// agree.
+func TestUnaryPathsAgree(t *testing.T) {
+	notFoundOK := retry.WithClassifiers(retry.ClassifierFunc(func(err error) (retry.Class, bool) {
+		if status.Code(err) == codes.NotFound {
+			return retry.Success, true
+		}
+		return 0, false
+	}))
+	bucket := func(p *retry.Policy) {
+		p.Budget = budget.Spec{Kind: budget.KindTokenBucket, Capacity: 100, RetryCost: 10, SuccessReward: 1}
+	}
+	retriers := map[string]func() *retry.Retrier{
+		"no Call first": func() *retry.Retrier { return fast(t, bucket, notFoundOK) },
+		"breaker": func() *retry.Retrier {
+			return fast(t, bucket, notFoundOK, retry.WithBreaker(breaker.MustNew(breaker.Spec{})))
+		},
+		"hooks": func() *retry.Retrier {
+			return fast(t, bucket, notFoundOK, retry.WithHooks(retry.Hooks{OnAttempt: func(int, retry.Class, time.Duration) {}}))
+		},
+	}
+	tests := []struct {
+		name         string
+		steps        []step
+		wantErr      codes.Code
+		wantAttempts int
+	}{
+		{"ok", []step{{}}, codes.OK, 1},
+		{"not found, taken for a success", []step{{code: codes.NotFound}}, codes.OK, 1},
+		{"unavailable, then ok", []step{{code: codes.Unavailable}, {}}, codes.OK, 2},
+		{"always unavailable", []step{{code: codes.Unavailable}}, codes.Unavailable, 3},
+		{"invalid argument", []step{{code: codes.InvalidArgument}}, codes.InvalidArgument, 1},
+	}
+	for name, mk := range retriers {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				leakcheck.Check(t)
+				r := mk()
+				if skips := r.SkipsCall(); skips != (name == "no Call first") {
+					t.Fatalf("SkipsCall = %v", skips)
+				}
+				b := newBackend(t, nil, tt.steps...)
+				err := check(context.Background(), unaryClient(t, b, r))
+				if status.Code(err) != tt.wantErr || len(b.seen()) != tt.wantAttempts {
+					t.Errorf("err %v after %d attempts; want %v after %d", err, len(b.seen()), tt.wantErr, tt.wantAttempts)
+				}
+			})
+		}
 	}
 }

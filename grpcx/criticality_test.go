@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/grpcx"
 	"github.com/stormguard/stormguard/internal/leakcheck"
@@ -70,9 +71,11 @@ func TestServerCriticalityTrust(t *testing.T) {
 				}
 			}
 			b, sg := guarded(t, grpcx.ServerConfig{
-				Limit:            limit.Spec{Kind: limit.KindFixed, Limit: 1},
-				Queue:            shed.Config{Capacity: tt.capacity, Priority: shed.ByCriticality},
-				MaxCriticality:   tt.maxCrit,
+				Config: admit.Config{
+					Limit:          limit.Spec{Kind: limit.KindFixed, Limit: 1},
+					Queue:          shed.Config{Capacity: tt.capacity, Priority: shed.ByCriticality},
+					MaxCriticality: tt.maxCrit,
+				},
 				TrustCriticality: trust,
 			}, step{fn: func(ctx context.Context) error {
 				md, _ := metadata.FromIncomingContext(ctx)

@@ -19,7 +19,7 @@
 // tries before retries, and refuses what it cannot serve with the signals
 // clients need. [Server.ServerOptions] installs its two interceptors:
 //
-//	sg, err := grpcx.NewServer(grpcx.ServerConfig{MaxTimeout: 5 * time.Second})
+//	sg, err := grpcx.NewServer(grpcx.ServerConfig{Config: admit.Config{MaxTimeout: 5 * time.Second}})
 //	srv := grpc.NewServer(sg.ServerOptions()...)
 //
 // # Signals on the wire
@@ -30,9 +30,10 @@
 //	key                            direction   meaning
 //	grpc-timeout                   request     the remaining deadline (grpc-go's own)
 //	stormguard-timeout             request     the same, read if present (a caller that is not grpc-go)
-//	stormguard-attempt             request     the attempt number, 1 for a first try
-//	grpc-previous-rpc-attempts     request     attempts before this one (gRFC A6); read when
-//	                                           stormguard-attempt is absent
+//	stormguard-attempt             request     the attempt number of a retry (2, 3 …); absent
+//	                                           on a first try, which is what absent means
+//	grpc-previous-rpc-attempts     request     attempts before this one (gRFC A6), on retries;
+//	                                           read when stormguard-attempt is absent
 //	stormguard-criticality         request     critical-plus, critical, sheddable-plus, sheddable
 //	grpc-retry-pushback-ms         trailer     the delay before a retry, in ms; negative or
 //	                                           malformed: do not retry (gRFC A6)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/grpcx"
@@ -32,7 +33,7 @@ type flaky struct {
 
 func (f *flaky) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	fmt.Printf("server: attempt %s\n", md.Get("stormguard-attempt")[0])
+	fmt.Printf("server: stormguard-attempt %q\n", md.Get("stormguard-attempt")) // none on a first try
 	if f.n.Add(1) == 1 {
 		grpc.SetTrailer(ctx, metadata.Pairs("stormguard-overload", "instance", "grpc-retry-pushback-ms", "20"))
 		return nil, status.Error(codes.Unavailable, "busy")
@@ -88,8 +89,8 @@ func ExampleUnaryClientInterceptor() {
 	}
 	fmt.Println("client:", resp.Status)
 	// Output:
-	// server: attempt 1
-	// server: attempt 2
+	// server: stormguard-attempt []
+	// server: stormguard-attempt ["2"]
 	// client: SERVING
 }
 
@@ -110,9 +111,11 @@ func (hello) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*health
 // context.
 func ExampleServer() {
 	sg, err := grpcx.NewServer(grpcx.ServerConfig{
-		MaxTimeout: 5 * time.Second,
-		Limit:      limit.Spec{Kind: limit.KindGradient2},
-		Queue:      shed.Config{Capacity: 100, Order: shed.AdaptiveLIFO},
+		Config: admit.Config{
+			MaxTimeout: 5 * time.Second,
+			Limit:      limit.Spec{Kind: limit.KindGradient2},
+			Queue:      shed.Config{Capacity: 100, Order: shed.AdaptiveLIFO},
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -148,7 +151,7 @@ type sometimes struct {
 
 func (s *sometimes) Watch(_ *healthpb.HealthCheckRequest, ss grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
 	md, _ := metadata.FromIncomingContext(ss.Context())
-	fmt.Printf("server: attempt %s\n", md.Get("stormguard-attempt")[0])
+	fmt.Printf("server: stormguard-attempt %q\n", md.Get("stormguard-attempt")) // none on a first try
 	if s.n.Add(1) == 1 {
 		return status.Error(codes.Unavailable, "restarting")
 	}
@@ -193,8 +196,8 @@ func ExampleStreamClientInterceptor() {
 		fmt.Println("client:", resp.Status)
 	}
 	// Output:
-	// server: attempt 1
-	// server: attempt 2
+	// server: stormguard-attempt []
+	// server: stormguard-attempt ["2"]
 	// client: NOT_SERVING
 	// client: SERVING
 	// client: end: EOF
@@ -206,7 +209,7 @@ func Example_metrics() {
 
 	// The server: its counters on every scrape, and how long calls queue.
 	shop := metrics.Labels{Target: "shop"}
-	sg, err := grpcx.NewServer(grpcx.ServerConfig{OnQueueWait: metrics.QueueWait(reg, shop)})
+	sg, err := grpcx.NewServer(grpcx.ServerConfig{Config: admit.Config{OnQueueWait: metrics.QueueWait(reg, shop)}})
 	if err != nil {
 		panic(err)
 	}

@@ -54,7 +54,7 @@ func TestHedgePeer(t *testing.T) {
 			if err := tc.call(timeout(t), c, grpc.Peer(&p)); err != nil {
 				t.Fatalf("call: %v", err)
 			}
-			if got, want := b.attempts(), []string{"1/", "2/1"}; len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+			if got, want := b.attempts(), []string{"/", "2/1"}; len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 				t.Fatalf("attempt/previous metadata = %q, want %q (the hedge wins)", got, want)
 			}
 			if !eventuallyTrue(func() bool { return canceled.Load() == 1 }) {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/grpcx"
@@ -83,7 +84,7 @@ func TestKillSwitchStopsGRPCPreset(t *testing.T) {
 	if err := dials.SetShedFraction(1); err != nil {
 		t.Fatal(err)
 	}
-	b, sg := guarded(t, grpcx.ServerConfig{Dials: dials})
+	b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Dials: dials}})
 	p, err := retry.Preset("grpc")
 	if err != nil {
 		t.Fatal(err)

@@ -82,10 +82,10 @@ func exhausted(err error) bool {
 // only: if err, the error of a call the handler made (through this
 // package's client interceptors, or [retry.Do]), says that retrying already
 // stopped below — a [retry.GiveUpError] after more than one attempt, or
-// after the retry budget, the kill switch or the server's signals refused
-// the retry — RelayExhausted adds stormguard-retries-exhausted: 1 to the
-// handler's trailer and returns true. Otherwise it changes nothing and
-// returns false.
+// after the retry budget, the kill switch, the circuit breaker or the
+// server's signals refused the retry ([retry.StopsAbove]) — RelayExhausted
+// adds stormguard-retries-exhausted: 1 to the handler's trailer and
+// returns true. Otherwise it changes nothing and returns false.
 //
 // A [Server] does this by itself when the handler returns such an error;
 // call RelayExhausted when the handler returns an error of its own instead,

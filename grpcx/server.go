@@ -12,83 +12,59 @@ import (
 
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/deadline"
-	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/limit"
-	"github.com/stormguard/stormguard/shed"
 	"github.com/stormguard/stormguard/wire"
 )
 
-// ServerConfig describes a [Server]. Its fields but ThrottleClient,
-// TrustCriticality and IdempotencyScope are those of [admit.Config] (and of httpx.ServerConfig),
-// with the same meaning and the same configuration names, so one YAML block
-// configures either server; here is what they mean on gRPC. The first fields are plain data
-// (a zero field takes the default in brackets); the last ones are runtime
-// parts that only code can supply.
+// ServerConfig describes a [Server]: the admission gate's configuration,
+// [admit.Config], embedded, as httpx.ServerConfig embeds it, and beside it
+// the hooks only a gRPC server has. admit.Config's fields are
+// ServerConfig's, under the same configuration names (JSON and YAML decode
+// them inline), so one YAML block configures either server and a field
+// added to the gate is a field of both. A zero field takes its default. On
+// gRPC they mean:
+//
+//	MaxTimeout        a call's context ends at arrival + min(MaxTimeout,
+//	                  grpc-timeout, stormguard-timeout) [30s]: a caller can
+//	                  shorten the server's deadline, never extend it
+//	MinRemaining      a call with this or less left before its deadline, on
+//	                  arrival or after waiting in the queue, fails with
+//	                  DEADLINE_EXCEEDED and its handler never runs; about the
+//	                  handler's service time
+//	RetryAfter        the grpc-retry-pushback-ms of a refusal for an
+//	                  overloaded instance and of a throttled client [1s, at
+//	                  most a day], in whole milliseconds rounded up
+//	Limit, Queue      the concurrency limit [vegas] and the queue behind it;
+//	                  unary and streaming calls share them when both
+//	                  interceptors are installed
+//	MaxCriticality    the highest stormguard-criticality believed from a
+//	                  caller [critical] unless TrustCriticality vouches for it
+//	Supersede         collapses unary calls that carry idempotency-key
+//	                  metadata (see "Request supersession" in the [Server]
+//	                  documentation; MaxReplayBytes is ignored: the reply
+//	                  message is shared, not copied); the key is the caller's
+//	                  say-so: set it only where every caller is trusted, or
+//	                  set IdempotencyScope
+//	Limiter, Dials    a limiter built in code, the runtime kill switches
+//	ServiceSaturated  true: a refusal for overload says
+//	                  stormguard-overload: service
+//	OnQueueWait       each admitted call's wait for its slot, on its
+//	                  goroutine before the handler
+//	OnRefuse          each call refused or dropped before its handler ran,
+//	                  before the answer is sent
+//
+// See [admit.Config] for each field's full description. A composite literal
+// names the embedded field:
+//
+//	grpcx.ServerConfig{Config: admit.Config{MaxTimeout: 5 * time.Second}, ThrottleClient: quota}
 type ServerConfig struct {
-	// MaxTimeout bounds the deadline of every call [30s]: a call's context
-	// ends at arrival + min(MaxTimeout, grpc-timeout, stormguard-timeout).
-	// A caller can shorten the server's deadline, never extend it.
-	MaxTimeout time.Duration `json:"max_timeout,omitempty" yaml:"max_timeout,omitempty"`
-	// MinRemaining is the least time before its deadline a call must have
-	// to start [Queue.MinRemaining, itself 0]: one with MinRemaining or less
-	// left, on arrival or after waiting in the queue, fails with
-	// DEADLINE_EXCEEDED and its handler never runs. Set it to about the
-	// handler's service time. If both this and Queue.MinRemaining are set
-	// they must agree.
-	MinRemaining time.Duration `json:"min_remaining,omitempty" yaml:"min_remaining,omitempty"`
-	// RetryAfter is the delay suggested, in grpc-retry-pushback-ms, to the
-	// clients of a refusal for an overloaded instance and of a throttled
-	// client [1s], at most a day. It is sent in whole milliseconds, rounded
-	// up.
-	RetryAfter time.Duration `json:"retry_after,omitempty" yaml:"retry_after,omitempty"`
-	// Limit chooses the concurrency-limit algorithm [vegas]; it is ignored
-	// when Limiter is set.
-	Limit limit.Spec `json:"limit,omitzero" yaml:"limit,omitempty"`
-	// Queue shapes the queue where calls wait while the limit is reached:
-	// capacity, order and priority (first tries before retries by default,
-	// or by criticality).
-	Queue shed.Config `json:"queue,omitzero" yaml:"queue,omitempty"`
-	// MaxCriticality is the highest stormguard-criticality believed from a
-	// caller [critical]: a call that claims more (critical-plus) is
-	// queued, and runs and propagates, as MaxCriticality, unless
-	// TrustCriticality vouches for its caller. Lower claims are always
-	// taken. The metadata is the caller's say-so: with Queue.Priority
-	// "criticality" a call that claims critical-plus is served before, and
-	// evicts from a full queue, everyone else's. Raise this to
-	// critical-plus only when every client that reaches the server is
-	// inside your network and trusted; see [admit.Config].MaxCriticality.
-	MaxCriticality wire.Criticality `json:"max_criticality,omitempty" yaml:"max_criticality,omitempty"`
-	// Supersede turns request supersession on for unary calls that carry
-	// idempotency-key metadata; nil, the default, leaves it off. See
-	// "Request supersession" in the [Server] documentation for the rules,
-	// and [admit.SupersedeConfig] for the bounds (MaxReplayBytes is
-	// ignored: the reply message is shared, not copied). The key is the
-	// caller's say-so: turn it on only where every caller is inside your
-	// network and trusted, or set IdempotencyScope.
-	Supersede *admit.SupersedeConfig `json:"supersede,omitempty" yaml:"supersede,omitempty"`
+	admit.Config `yaml:",inline"`
 
-	// Limiter, when set, is used instead of building one from Limit (to
-	// use an algorithm configured in code, say). Build it with
-	// limit.WithDials to honour the dials' limit override. Do not share it
-	// with another server, gRPC or HTTP: a slot freed elsewhere does not
-	// wake this Server's waiters. Unary and streaming calls share one
-	// Server's limit when both its interceptors are installed.
-	Limiter *limit.Limiter `json:"-" yaml:"-"`
-	// Dials are the runtime kill switches: the shed fraction sheds that
-	// share of calls, chosen at random, with the service signal; the limit
-	// override pins the concurrency limit (when the Server builds its
-	// Limiter). Nil means no dials.
-	Dials *killswitch.Dials `json:"-" yaml:"-"`
-	// ServiceSaturated, when set, is asked on every refusal for overload
-	// whether the whole service (not only this instance) is out of
-	// capacity. If it answers true the refusal says stormguard-overload:
-	// service instead of instance. It must be fast and safe for concurrent
-	// use.
-	ServiceSaturated func() bool `json:"-" yaml:"-"`
 	// ThrottleClient, when set, is asked for every call that the kill
-	// switch and the deadline let through whether to throttle its client (a per-client quota, say), with the call's incoming context
-	// (its metadata and peer) and full method name: if it answers true the
-	// call fails with RESOURCE_EXHAUSTED and a pushback. It must be fast and
+	// switch and the deadline let through whether to throttle its client
+	// (a per-client quota, say), with the call's incoming context (its
+	// metadata and peer) and full method name: if it answers true the call
+	// fails with RESOURCE_EXHAUSTED and a pushback. It must be fast and
 	// safe for concurrent use.
 	ThrottleClient func(ctx context.Context, fullMethod string) bool `json:"-" yaml:"-"`
 	// TrustCriticality, when set, is asked for every call whose
@@ -103,24 +79,13 @@ type ServerConfig struct {
 	// IdempotencyScope, when set with Supersede, tells who makes a call
 	// with idempotency-key metadata, from its incoming context and full
 	// method name: calls are collapsed only when they carry the same key,
-	// to the same method, from the same scope. Return something the caller
-	// cannot forge (the peer's verified identity under mutual TLS), "" for
-	// callers you cannot tell apart. It must be fast and safe for
+	// to the same method, from the same scope. Without it, the caller is
+	// told by its credentials: its authorization and cookie metadata and
+	// its TLS client certificate, where present. Return something the
+	// caller cannot forge (the peer's verified identity under mutual TLS),
+	// "" for callers you cannot tell apart. It must be fast and safe for
 	// concurrent use.
 	IdempotencyScope func(ctx context.Context, fullMethod string) string `json:"-" yaml:"-"`
-	// OnQueueWait, when set, is told how long each call that was admitted
-	// waited for its slot: 0 for the calls admitted at once. It runs on the
-	// call's goroutine before the handler, and must not block (a histogram
-	// from metrics.QueueWait fits).
-	OnQueueWait func(wait time.Duration) `json:"-" yaml:"-"`
-	// OnRefuse, when set, is told of every call refused or dropped before
-	// its handler ran (shed, expired, whose caller left while it was
-	// queued, or answered by supersession), with the call's context,
-	// its attempt number and the gate's decision, before the answer is
-	// sent. It runs on the call's goroutine
-	// and must not block (otelx.ServerEvents, which adds a span event,
-	// fits).
-	OnRefuse func(ctx context.Context, attempt int, d admit.Decision) `json:"-" yaml:"-"`
 }
 
 // Defaults for zero [ServerConfig] fields: admit's.
@@ -130,31 +95,17 @@ const (
 )
 
 // ErrInvalidServerConfig is wrapped by the error [NewServer] and
-// [ServerConfig.Validate] return for an invalid configuration; the message
-// names the field by its configuration name. It is [admit.ErrInvalidConfig]:
-// the configuration is the admission gate's.
+// [admit.Config.Validate] (ServerConfig's Validate) return for an invalid
+// configuration; the message names the field by its configuration name. It
+// is [admit.ErrInvalidConfig]: the configuration is the admission gate's.
 var ErrInvalidServerConfig = admit.ErrInvalidConfig
 
-// gate returns the admission gate's part of c.
-func (c ServerConfig) gate() admit.Config {
-	return admit.Config{MaxTimeout: c.MaxTimeout, MinRemaining: c.MinRemaining, RetryAfter: c.RetryAfter,
-		Limit: c.Limit, Queue: c.Queue, MaxCriticality: c.MaxCriticality, Supersede: c.Supersede, Limiter: c.Limiter, Dials: c.Dials,
-		ServiceSaturated: c.ServiceSaturated, OnQueueWait: c.OnQueueWait, OnRefuse: c.OnRefuse}
-}
-
-// WithDefaults returns c with every zero field of its own set to its
-// default (the queue's and the limit's are theirs to fill) and MinRemaining
-// resolved against Queue.MinRemaining, as [admit.Config.WithDefaults] does.
+// WithDefaults returns c with the defaults of its admission gate's
+// configuration filled in ([admit.Config.WithDefaults]).
 func (c ServerConfig) WithDefaults() ServerConfig {
-	d := c.gate().WithDefaults()
-	c.MaxTimeout, c.MinRemaining, c.RetryAfter, c.Queue = d.MaxTimeout, d.MinRemaining, d.RetryAfter, d.Queue
+	c.Config = c.Config.WithDefaults()
 	return c
 }
-
-// Validate reports a configuration that [NewServer] cannot use, naming the
-// field, as [admit.Config.Validate] does. Defaults are applied first, so a
-// zero field is valid.
-func (c ServerConfig) Validate() error { return c.gate().Validate() }
 
 // ServerStats is a snapshot of a [Server]'s counters: the admission gate's
 // [admit.Stats], the type httpx.Server reports in too, so that both servers
@@ -230,8 +181,10 @@ const (
 // ([KeyIdempotencyKey]: one value, 1 to 255 printable ASCII characters,
 // optionally quoted; any other value is ignored) are collapsed in the
 // admission gate, between steps 3 and 4, with the calls of the same key to
-// the same method (and from the same IdempotencyScope, if set) that the
-// server holds, as httpx.Server does with the Idempotency-Key header:
+// the same method from the same caller (the same IdempotencyScope, if set;
+// else the same authorization and cookie metadata and TLS client
+// certificate) that the server holds, as httpx.Server does with the
+// Idempotency-Key header:
 //
 //	its twin is…   the call                                    the twin
 //	nowhere        runs as usual                               —
@@ -256,16 +209,21 @@ const (
 //
 // A twin's reply message is shared with its waiters, not copied (grpc-go
 // marshals it for each; a handler must not change a message after
-// returning it). A twin that panics, or fails after its client left,
-// leaves nothing to replay: its waiters go through the gate again, and the
-// first of them runs. The key is forgotten when the twin ends. Streaming
-// calls are never collapsed: their metadata key is ignored.
+// returning it). A reply is replayed only when the twin completed for a
+// client that was still waiting: one that ended after its client left or
+// after its deadline (a CANCELLED or DEADLINE_EXCEEDED of a handler that
+// gave up on its context, or any answer then), or that panicked, is not;
+// its waiters go through the gate again, and the first of them runs. The
+// key is forgotten when the twin ends. Streaming calls are never
+// collapsed: their metadata key is ignored.
 //
 // The key is the caller's say-so, like stormguard-criticality: a caller
 // that learns or guesses another's key can have that caller's queued call
-// superseded or read its reply. Turn supersession on only where every
-// caller is inside your network and trusted, or set IdempotencyScope to
-// tell callers apart. A key names one intent: the server does not compare
+// superseded or read its reply. The default scope tells callers apart by
+// their credentials, which callers that share them (behind a proxy that
+// strips them, say) are not; turn supersession on only where every caller
+// is inside your network and trusted, or set IdempotencyScope to the
+// authenticated caller. A key names one intent: the server does not compare
 // request messages, so a client must not reuse a key for a different
 // request.
 //
@@ -315,7 +273,7 @@ type Server struct {
 // new [admit.Gate]: an empty queue and, unless cfg.Limiter is set, a fresh
 // [limit.Limiter] from cfg.Limit that honours cfg.Dials.
 func NewServer(cfg ServerConfig) (*Server, error) {
-	g, err := admit.New(cfg.gate())
+	g, err := admit.New(cfg.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -356,9 +314,9 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 
 func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	setTrailer := func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }
-	md, _ := metadata.FromIncomingContext(ctx)
-	r := s.request(ctx, md, info.FullMethod)
+	r := s.request(ctx, info.FullMethod)
 	if s.supersede {
+		md, _ := metadata.FromIncomingContext(ctx)
 		r.Key, r.KeyScope = keyOf(ctx, md, info.FullMethod, s.scope)
 	}
 	t, d := s.gate.Admit(ctx, time.Now(), r)
@@ -406,8 +364,7 @@ func (s *serverStream) Context() context.Context { return s.ctx }
 // handle takes a call through the steps of the Server documentation and
 // runs it with run if it is admitted.
 func (s *Server) handle(ctx context.Context, method string, setTrailer func(metadata.MD), run func(context.Context) error) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	t, d := s.gate.Admit(ctx, time.Now(), s.request(ctx, md, method))
+	t, d := s.gate.Admit(ctx, time.Now(), s.request(ctx, method))
 	if !d.Admitted() {
 		return s.refuse(setTrailer, d)
 	}
@@ -416,8 +373,10 @@ func (s *Server) handle(ctx context.Context, method string, setTrailer func(meta
 
 // request reads a call's signals for the gate, with the hooks that ask
 // about its caller.
-func (s *Server) request(ctx context.Context, md metadata.MD, method string) admit.Request {
-	req := requestOf(md)
+func (s *Server) request(ctx context.Context, method string) admit.Request {
+	// The call's own keys only: metadata.FromIncomingContext would copy
+	// every key the call carries.
+	req := requestOf(func(key string) []string { return metadata.ValueFromIncomingContext(ctx, key) })
 	if req.Criticality > s.maxCrit && s.trust != nil {
 		req.TrustedCriticality = s.trust(ctx, method)
 	}
@@ -427,17 +386,17 @@ func (s *Server) request(ctx context.Context, md metadata.MD, method string) adm
 	return req
 }
 
-// requestOf reads a call's signals from its metadata: the attempt number
-// (stormguard-attempt, else grpc-previous-rpc-attempts + 1, else 1), the
-// caller's timeout (stormguard-timeout; grpc-timeout is the context's
-// deadline) and the criticality (stormguard-criticality). A malformed value
-// counts as absent.
-func requestOf(md metadata.MD) admit.Request {
+// requestOf reads a call's signals from its metadata, whose values for a
+// key md gives: the attempt number (stormguard-attempt, else
+// grpc-previous-rpc-attempts + 1, else 1), the caller's timeout
+// (stormguard-timeout; grpc-timeout is the context's deadline) and the
+// criticality (stormguard-criticality). A malformed value counts as absent.
+func requestOf(md func(key string) []string) admit.Request {
 	req := admit.Request{Attempt: attemptOf(md), Criticality: wire.DefaultCriticality}
-	if v := md[keyTimeout]; len(v) > 0 {
+	if v := md(keyTimeout); len(v) > 0 {
 		req.Timeout, req.HasTimeout = wire.ParseTimeout(v[0])
 	}
-	if v := md[keyCriticality]; len(v) > 0 {
+	if v := md(keyCriticality); len(v) > 0 {
 		req.Criticality, _ = wire.ParseCriticality(v[0]) // malformed: the default
 	}
 	return req
@@ -446,13 +405,13 @@ func requestOf(md metadata.MD) admit.Request {
 // attemptOf reads a call's attempt number: stormguard-attempt, else
 // grpc-previous-rpc-attempts + 1, else 1. A malformed value counts as
 // absent.
-func attemptOf(md metadata.MD) int {
-	if v := md[keyAttempt]; len(v) > 0 {
+func attemptOf(md func(key string) []string) int {
+	if v := md(keyAttempt); len(v) > 0 {
 		if n, ok := wire.ParseAttempt(v[0]); ok {
 			return n
 		}
 	}
-	if v := md[wire.KeyGRPCPreviousAttempts]; len(v) > 0 {
+	if v := md(wire.KeyGRPCPreviousAttempts); len(v) > 0 {
 		if n, ok := wire.AttemptFromPrevious(v[0]); ok {
 			return n
 		}

@@ -6,7 +6,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/stormguard/stormguard/supersede"
@@ -40,17 +42,29 @@ var (
 
 // keyOf reads a call's idempotency key and its scope, for the gate: ""
 // when the call has no key, more than one value, or a malformed one (it is
-// then served as if it had none). The scope is the full method and the
-// caller as scope tells it, if set.
+// then served as if it had none). The scope is the full method and who
+// makes the call: the caller as scope tells it, if set, else its
+// credentials, the values of its authorization and cookie metadata and its
+// TLS client certificate, where present (see supersede.Scope).
 func keyOf(ctx context.Context, md metadata.MD, method string, scope func(context.Context, string) string) (key, keyScope string) {
 	k, ok := IdempotencyKey(md)
 	if !ok {
 		return "", ""
 	}
-	if scope == nil {
-		return k, method
+	var sc supersede.Scope
+	sc.Add('m', method)
+	if scope != nil {
+		sc.Add('s', scope(ctx, method))
+		return k, sc.String()
 	}
-	return k, method + "\x00" + scope(ctx, method)
+	var cert []byte
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+			cert = ti.State.PeerCertificates[0].Raw
+		}
+	}
+	sc.Caller(md["authorization"], md["cookie"], cert)
+	return k, sc.String()
 }
 
 // IdempotencyKey returns the idempotency key of a call's incoming metadata

@@ -99,7 +99,7 @@ func TestServerSupersedeQueued(t *testing.T) {
 	leakcheck.Check(t)
 	tr := newTransfer()
 	close(tr.slow) // transfers run at once; the blocker holds the slot
-	b, sg := guarded(t, grpcx.ServerConfig{Limit: fixed(1), Supersede: &admit.SupersedeConfig{}}, tr.step())
+	b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: fixed(1), Supersede: &admit.SupersedeConfig{}}}, tr.step())
 	raw := dial(t, b.addr)
 	retrying := unaryClient(t, b, fast(t, nil))
 	blocker := keyedCheck(raw, "", "x-name", "blocker")
@@ -153,7 +153,7 @@ func TestServerSupersedeJoin(t *testing.T) {
 			leakcheck.Check(t)
 			tr := newTransfer()
 			tr.code = code
-			b, sg := guarded(t, grpcx.ServerConfig{Limit: fixed(8), Supersede: &admit.SupersedeConfig{}}, tr.step())
+			b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: fixed(8), Supersede: &admit.SupersedeConfig{}}}, tr.step())
 			c := dial(t, b.addr)
 			twin := keyedCheck(c, "k1")
 			waitFor(t, "the twin running", func() bool { return tr.runs.Load() == 1 })
@@ -215,7 +215,7 @@ func TestServerSupersedeScopeAndBound(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			leakcheck.Check(t)
 			tr := newTransfer()
-			b, sg := guarded(t, grpcx.ServerConfig{Limit: fixed(8), Supersede: tt.sup, IdempotencyScope: tt.scope}, tr.step())
+			b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: fixed(8), Supersede: tt.sup}, IdempotencyScope: tt.scope}, tr.step())
 			c := dial(t, b.addr)
 			a := keyedCheck(c, tt.a[0], tt.a[1:]...)
 			waitFor(t, "the first running", func() bool { return tr.runs.Load() == 1 })
@@ -258,7 +258,7 @@ func TestServerSupersedeScopeAndBound(t *testing.T) {
 // run.
 func TestServerSupersedeIgnoresStreams(t *testing.T) {
 	leakcheck.Check(t)
-	b, sg := guarded(t, grpcx.ServerConfig{Limit: fixed(8), Supersede: &admit.SupersedeConfig{}}, step{msgs: 1})
+	b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: fixed(8), Supersede: &admit.SupersedeConfig{}}}, step{msgs: 1})
 	c := dial(t, b.addr)
 	for range 2 {
 		ctx := metadata.AppendToOutgoingContext(context.Background(), grpcx.KeyIdempotencyKey, "k")
@@ -274,6 +274,93 @@ func TestServerSupersedeIgnoresStreams(t *testing.T) {
 	}
 	if st := sg.Stats(); len(b.seen()) != 2 || st.Joined != 0 || st.Superseded != 0 {
 		t.Errorf("backend saw %d streams, joined %d, superseded %d; want 2, 0, 0", len(b.seen()), st.Joined, st.Superseded)
+	}
+}
+
+// A twin's answer is replayed only when the twin completed for a client
+// that was still waiting; otherwise the call that joined it runs itself
+// (issue 25): a CANCELLED, or an OK, answered after the twin's client left
+// is not for a caller who waits.
+func TestServerSupersedeNoReplayForCallerGone(t *testing.T) {
+	for _, answer := range []func(ctx context.Context) error{
+		func(ctx context.Context) error { return status.FromContextError(ctx.Err()).Err() },
+		func(context.Context) error { return nil },
+	} {
+		leakcheck.Check(t)
+		var runs atomic.Int32
+		b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: fixed(4), Supersede: &admit.SupersedeConfig{}}}, step{fn: func(ctx context.Context) error {
+			n := runs.Add(1)
+			if n == 1 {
+				<-ctx.Done()
+				return answer(ctx)
+			}
+			_ = grpc.SetHeader(ctx, metadata.Pairs("x-run", fmt.Sprint(n)))
+			return nil
+		}})
+		c := dial(t, b.addr)
+		ctx, leave := context.WithCancel(context.Background())
+		firstDone := make(chan error, 1)
+		go func() {
+			_, err := c.Check(metadata.AppendToOutgoingContext(ctx, grpcx.KeyIdempotencyKey, "k"), &healthpb.HealthCheckRequest{})
+			firstDone <- err
+		}()
+		waitFor(t, "the first running", func() bool { return runs.Load() == 1 })
+		second := keyedCheck(c, "k")
+		waitFor(t, "the second joining", func() bool { return sg.Stats().Joining == 1 })
+		leave()
+		s := <-second
+		if s.err != nil || first(s.header, "x-run") != "2" || first(s.trailer, grpcx.KeySuperseded) != "" {
+			want := status.Code(answer(ctx))
+			t.Errorf("a twin answering %v after its client left: the call that joined got %v, header %v, trailer %v; want OK from its own run (2), not a replay",
+				want, s.err, s.header, s.trailer)
+		}
+		<-firstDone
+		if st := sg.Stats(); st.Joined != 0 {
+			t.Errorf("joined %d; want 0", st.Joined)
+		}
+		checkServerBooks(t, sg.Stats())
+	}
+}
+
+// The default scope tells calls apart by their caller's credentials: a
+// key reused with another authorization or cookie is not joined to the
+// first.
+func TestServerSupersedeDefaultScope(t *testing.T) {
+	tests := []struct {
+		name       string
+		a, b       []string // extra metadata
+		wantJoined bool
+	}{
+		{"the same credentials", []string{"authorization", "Bearer ann", "cookie", "s=1"}, []string{"authorization", "Bearer ann", "cookie", "s=1"}, true},
+		{"another authorization", []string{"authorization", "Bearer ann"}, []string{"authorization", "Bearer bob"}, false},
+		{"an authorization and none", []string{"authorization", "Bearer ann"}, nil, false},
+		{"another cookie", []string{"cookie", "session=ann"}, []string{"cookie", "session=bob"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leakcheck.Check(t)
+			tr := newTransfer()
+			b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: fixed(8), Supersede: &admit.SupersedeConfig{}}}, tr.step())
+			c := dial(t, b.addr)
+			a := keyedCheck(c, "k", tt.a...)
+			waitFor(t, "the first running", func() bool { return tr.runs.Load() == 1 })
+			second := keyedCheck(c, "k", tt.b...)
+			waitFor(t, "the second joining or running", func() bool {
+				return sg.Stats().Joining == 1 || tr.runs.Load() == 2
+			})
+			close(tr.slow)
+			if r := <-a; r.err != nil {
+				t.Errorf("first: %v", r.err)
+			}
+			s := <-second
+			if joined := first(s.trailer, grpcx.KeySuperseded) == "joined"; s.err != nil || joined != tt.wantJoined {
+				t.Errorf("second: %v, joined %v; want OK, joined %v", s.err, joined, tt.wantJoined)
+			}
+			if !tt.wantJoined && first(s.header, "x-run") != "2" {
+				t.Errorf("second: header %v; want its own run (2)", s.header)
+			}
+			checkServerBooks(t, sg.Stats())
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package grpcx_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -72,9 +74,11 @@ func TestServerShedsRetriesFirst(t *testing.T) {
 	leakcheck.Check(t)
 	release := make(chan struct{})
 	b, sg := guarded(t, grpcx.ServerConfig{
-		Limit:      limit.Spec{Kind: limit.KindFixed, Limit: 1},
-		Queue:      shed.Config{Capacity: 2},
-		RetryAfter: 250 * time.Millisecond,
+		Config: admit.Config{
+			Limit:      limit.Spec{Kind: limit.KindFixed, Limit: 1},
+			Queue:      shed.Config{Capacity: 2},
+			RetryAfter: 250 * time.Millisecond,
+		},
 	}, step{fn: func(ctx context.Context) error { <-release; return nil }}, step{})
 	c := dial(t, b.addr)
 
@@ -130,7 +134,7 @@ func TestServerShedsRetriesFirst(t *testing.T) {
 // handler runs, with DEADLINE_EXCEEDED, and counted.
 func TestServerDropsExpired(t *testing.T) {
 	leakcheck.Check(t)
-	b, sg := guarded(t, grpcx.ServerConfig{MinRemaining: 100 * time.Millisecond})
+	b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{MinRemaining: 100 * time.Millisecond}})
 	c := dial(t, b.addr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -155,7 +159,7 @@ func TestServerDropsExpired(t *testing.T) {
 // the attempt number, here from grpc-previous-rpc-attempts.
 func TestServerBoundsDeadlineAndCarriesAttempt(t *testing.T) {
 	leakcheck.Check(t)
-	b, _ := guarded(t, grpcx.ServerConfig{MaxTimeout: 200 * time.Millisecond})
+	b, _ := guarded(t, grpcx.ServerConfig{Config: admit.Config{MaxTimeout: 200 * time.Millisecond}})
 	c := dial(t, b.addr)
 
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "grpc-previous-rpc-attempts", "2")
@@ -179,7 +183,7 @@ func TestServerKillSwitch(t *testing.T) {
 	if err := dials.SetShedFraction(1); err != nil {
 		t.Fatal(err)
 	}
-	b, sg := guarded(t, grpcx.ServerConfig{Dials: dials})
+	b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Dials: dials}})
 	c := dial(t, b.addr, grpc.WithChainUnaryInterceptor(grpcx.UnaryClientInterceptor(fast(t, nil))))
 
 	var tr metadata.MD
@@ -202,7 +206,10 @@ func TestServerThrottlesClient(t *testing.T) {
 	leakcheck.Check(t)
 	var gotMethod string
 	b, sg := guarded(t, grpcx.ServerConfig{
-		RetryAfter: 1500 * time.Microsecond, // sent rounded up: 2 ms
+		Config: admit.Config{
+			RetryAfter: 1500 * time.Microsecond,
+		},
+		// sent rounded up: 2 ms
 		ThrottleClient: func(ctx context.Context, method string) bool {
 			gotMethod = method
 			return true
@@ -232,7 +239,7 @@ func TestServerThrottlesClient(t *testing.T) {
 func TestServerCallerLeavesQueue(t *testing.T) {
 	leakcheck.Check(t)
 	release := make(chan struct{})
-	b, sg := guarded(t, grpcx.ServerConfig{Limit: limit.Spec{Kind: limit.KindFixed, Limit: 1}},
+	b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: limit.Spec{Kind: limit.KindFixed, Limit: 1}}},
 		step{fn: func(ctx context.Context) error { <-release; return nil }}, step{})
 	c := dial(t, b.addr)
 
@@ -264,7 +271,7 @@ func TestServerCallerLeavesQueue(t *testing.T) {
 func TestServerStreamAdmission(t *testing.T) {
 	leakcheck.Check(t)
 	release := make(chan struct{})
-	b, sg := guarded(t, grpcx.ServerConfig{Limit: limit.Spec{Kind: limit.KindFixed, Limit: 1}},
+	b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: limit.Spec{Kind: limit.KindFixed, Limit: 1}}},
 		step{msgs: 1, fn: func(ctx context.Context) error { <-release; return nil }}, step{msgs: 1})
 	c := dial(t, b.addr)
 
@@ -327,12 +334,12 @@ func TestServerRelaysRetriesExhausted(t *testing.T) {
 
 func TestServerConfigValidate(t *testing.T) {
 	for _, cfg := range []grpcx.ServerConfig{
-		{MaxTimeout: -time.Second},
-		{RetryAfter: -time.Second},
-		{MinRemaining: time.Minute, MaxTimeout: time.Second},
-		{MinRemaining: time.Second, Queue: shed.Config{MinRemaining: 2 * time.Second}},
-		{Queue: shed.Config{Capacity: -1}},
-		{Limit: limit.Spec{Kind: limit.KindFixed}},
+		{Config: admit.Config{MaxTimeout: -time.Second}},
+		{Config: admit.Config{RetryAfter: -time.Second}},
+		{Config: admit.Config{MinRemaining: time.Minute, MaxTimeout: time.Second}},
+		{Config: admit.Config{MinRemaining: time.Second, Queue: shed.Config{MinRemaining: 2 * time.Second}}},
+		{Config: admit.Config{Queue: shed.Config{Capacity: -1}}},
+		{Config: admit.Config{Limit: limit.Spec{Kind: limit.KindFixed}}},
 	} {
 		if _, err := grpcx.NewServer(cfg); !errors.Is(err, grpcx.ErrInvalidServerConfig) {
 			t.Errorf("NewServer(%+v) = %v, want ErrInvalidServerConfig", cfg, err)
@@ -340,25 +347,47 @@ func TestServerConfigValidate(t *testing.T) {
 	}
 }
 
-// Both servers' configurations have admit.Config's fields, with the same
-// names, types and configuration names, so that one YAML block configures
-// either and nothing is lost on the way to the gate; only ThrottleClient
-// and TrustCriticality, whose types are the transport's, are their own.
-func TestServerConfigsMirrorAdmit(t *testing.T) {
-	gate := reflect.TypeFor[admit.Config]()
+// Both servers' configurations are admit.Config, embedded, and beside it
+// the hooks whose types are the transport's: one YAML block or JSON object
+// decodes into either exactly as into the gate's configuration, so nothing
+// is lost on the way to the gate.
+func TestServerConfigsEmbedAdmit(t *testing.T) {
+	const block = "max_timeout: 2s\nmin_remaining: 5ms\nretry_after: 3s\nlimit: {kind: fixed, limit: 40}\n" +
+		"queue: {capacity: 10, order: lifo}\nmax_criticality: sheddable-plus\nsupersede: {ttl: 5s}\n"
+	var want admit.Config
+	if err := yaml.Unmarshal([]byte(block), &want); err != nil || want.MaxTimeout != 2*time.Second || want.Supersede == nil {
+		t.Fatalf("admit.Config from YAML: %+v, %v", want, err)
+	}
+	js, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gy, gj grpcx.ServerConfig
+	var hy, hj httpx.ServerConfig
+	for _, d := range []struct {
+		name string
+		err  error
+		got  admit.Config
+	}{
+		{"grpcx.ServerConfig from YAML", yaml.Unmarshal([]byte(block), &gy), gy.Config},
+		{"grpcx.ServerConfig from JSON", json.Unmarshal(js, &gj), gj.Config},
+		{"httpx.ServerConfig from YAML", yaml.Unmarshal([]byte(block), &hy), hy.Config},
+		{"httpx.ServerConfig from JSON", json.Unmarshal(js, &hj), hj.Config},
+	} {
+		if d.err != nil || !reflect.DeepEqual(d.got, want) {
+			t.Errorf("%s: %+v, %v; want %+v", d.name, d.got, d.err, want)
+		}
+	}
 	for _, shell := range []reflect.Type{reflect.TypeFor[grpcx.ServerConfig](), reflect.TypeFor[httpx.ServerConfig]()} {
-		var own []string
+		var names []string
 		for f := range shell.Fields() {
-			g, ok := gate.FieldByName(f.Name)
-			switch {
-			case !ok:
-				own = append(own, f.Name)
-			case g.Type != f.Type || g.Tag != f.Tag:
-				t.Errorf("%v.%s is %v `%s`; admit.Config's is %v `%s`", shell, f.Name, f.Type, f.Tag, g.Type, g.Tag)
+			names = append(names, f.Name)
+			if !f.Anonymous && (f.Tag.Get("json") != "-" || f.Tag.Get("yaml") != "-") {
+				t.Errorf("%v.%s is configuration (tags `%s`); want only admit.Config's fields to be", shell, f.Name, f.Tag)
 			}
 		}
-		if shell.NumField()-len(own) != gate.NumField() || !slices.Equal(own, []string{"ThrottleClient", "TrustCriticality", "IdempotencyScope"}) {
-			t.Errorf("%v has %d fields, its own %v; want admit.Config's %d, ThrottleClient, TrustCriticality and IdempotencyScope", shell, shell.NumField(), own, gate.NumField())
+		if !slices.Equal(names, []string{"Config", "ThrottleClient", "TrustCriticality", "IdempotencyScope"}) {
+			t.Errorf("%v's fields: %v; want admit.Config embedded, ThrottleClient, TrustCriticality and IdempotencyScope", shell, names)
 		}
 	}
 }

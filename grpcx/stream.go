@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/stormguard/stormguard/retry"
-	"github.com/stormguard/stormguard/wire"
 )
 
 // StreamClientInterceptor returns an interceptor that puts stormguard's
@@ -29,9 +28,10 @@ import (
 //     caller's, as it is, and is not retried.
 //   - A client-streaming or bidirectional call is not retried once open
 //     (replaying what the caller sent, while it may still be sending, is not
-//     something an interceptor can do safely); it still gets the attempt
-//     metadata and the deadline, and its attempt counts as a success for
-//     the retrier once the stream is open.
+//     something an interceptor can do safely); it still gets the
+//     criticality and the deadline (as a first try it carries no attempt
+//     number), and its attempt counts as a success for the retrier once the
+//     stream is open.
 //
 // Every attempt carries the metadata [UnaryClientInterceptor] describes,
 // and its deadline is the caller's (the policy's AttemptTimeout does not
@@ -46,8 +46,8 @@ import (
 // With a hedging policy ([retry.Policy].Hedge), streams of every kind of
 // retryable methods are hedged instead, with gRFC A6's rules for streams:
 // until the call is committed, a new stream is opened every Delay, up to
-// MaxAttempts, each with its attempt number in the metadata and each after
-// the first charged to the retry budget, as for unary hedges. The call is
+// MaxAttempts, each after the first with its attempt number in the
+// metadata and charged to the retry budget, as for unary hedges. The call is
 // committed to the first stream that receives headers (a first message
 // brings them) or ends successfully; the others are cancelled, and from
 // then on the caller reads and writes that stream as it is, its later
@@ -84,9 +84,9 @@ func (cl *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 		return nil, err
 	}
 	retryable := cl.retryable == nil || cl.retryable(method)
-	base, crit := outgoing(ctx)
-	if h := r.Policy().Hedge; h != nil && h.MaxAttempts > 1 && retryable {
-		return cl.hedgeStream(ctx, now, dl, base, crit, desc, cc, method, streamer, opts)
+	st := newStamp(ctx)
+	if r.Hedges() && retryable {
+		return cl.hedgeStream(ctx, now, dl, st, desc, cc, method, streamer, opts)
 	}
 	c := r.StartContext(ctx, now, dl)
 	var last error // the previous attempt's error
@@ -94,7 +94,7 @@ func (cl *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 		if !r.AllowAt(now, &c) {
 			return nil, r.GiveUp(&c, retry.ErrBreakerOpen, breakerLast(last))
 		}
-		cs, err := streamer(attemptContext(ctx, base, c.Attempt(), crit), desc, cc, method, opts...)
+		cs, err := streamer(st.context(ctx, c.Attempt()), desc, cc, method, opts...)
 		end := time.Now()
 		if err == nil {
 			if desc.ClientStreams {
@@ -102,7 +102,7 @@ func (cl *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 				return cs, nil
 			}
 			s := &retryingStream{
-				cl: cl, ctx: ctx, base: base, crit: crit, dl: dl, retryable: retryable,
+				cl: cl, ctx: ctx, st: st, dl: dl, retryable: retryable,
 				desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 				c: c, cur: cs,
 			}
@@ -114,10 +114,10 @@ func (cl *client) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Cl
 			header, _ = cs.Header()
 		}
 		o := cl.classify(ctx, err, header, nil)
-		if err := cl.next(ctx, dl, &c, retryable, o, end); err != nil {
+		if now, err = cl.next(ctx, dl, &c, retryable, o, end); err != nil {
 			return nil, err
 		}
-		now, last = time.Now(), o.err
+		last = o.err
 	}
 }
 
@@ -134,8 +134,7 @@ const (
 type retryingStream struct {
 	cl        *client
 	ctx       context.Context // the caller's
-	base      metadata.MD
-	crit      wire.Criticality
+	st        stamp
 	dl        time.Time
 	retryable bool
 	desc      *grpc.StreamDesc
@@ -214,11 +213,12 @@ func (s *retryingStream) RecvMsg(m any) error {
 		header, _ := cs.Header() // the stream has ended: this does not block
 		o := s.cl.classify(s.ctx, err, header, cs.Trailer())
 		for {
-			if err := s.cl.next(s.ctx, s.dl, &s.c, s.retryable, o, end); err != nil {
+			now, err := s.cl.next(s.ctx, s.dl, &s.c, s.retryable, o, end)
+			if err != nil {
 				s.done()
 				return err
 			}
-			if !r.AllowAt(time.Now(), &s.c) {
+			if !r.AllowAt(now, &s.c) {
 				s.done()
 				return r.GiveUp(&s.c, retry.ErrBreakerOpen, o.err)
 			}
@@ -239,7 +239,7 @@ func (s *retryingStream) RecvMsg(m any) error {
 // open starts the current attempt: a new stream, to which it sends again
 // what the caller sent.
 func (s *retryingStream) open() (grpc.ClientStream, error) {
-	cs, err := s.streamer(attemptContext(s.ctx, s.base, s.c.Attempt(), s.crit), s.desc, s.cc, s.method, s.opts...)
+	cs, err := s.streamer(s.st.context(s.ctx, s.c.Attempt()), s.desc, s.cc, s.method, s.opts...)
 	if err != nil {
 		return nil, err
 	}

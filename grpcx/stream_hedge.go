@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/stormguard/stormguard/retry"
-	"github.com/stormguard/stormguard/wire"
 )
 
 // DefaultStreamHedgeBuffer is the default bound, in bytes, of the
@@ -44,8 +43,7 @@ const streamFrameHeader = 5
 type hedgedStream struct {
 	cl       *client
 	ctx      context.Context // the caller's
-	base     metadata.MD
-	crit     wire.Criticality
+	st       stamp
 	desc     *grpc.StreamDesc
 	cc       *grpc.ClientConn
 	method   string
@@ -99,7 +97,7 @@ type streamEvent struct {
 
 // hedgeStream starts a streaming call under the retrier's hedging policy:
 // it opens the first attempt and leaves the rest to the coordinator.
-func (cl *client) hedgeStream(ctx context.Context, now, dl time.Time, base metadata.MD, crit wire.Criticality,
+func (cl *client) hedgeStream(ctx context.Context, now, dl time.Time, st stamp,
 	desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
 	r := cl.r
 	h, ok := r.HedgeStartAt(now, dl)
@@ -107,7 +105,7 @@ func (cl *client) hedgeStream(ctx context.Context, now, dl time.Time, base metad
 		return nil, r.HedgeGiveUp(&h, retry.ErrBreakerOpen, breakerLast(nil))
 	}
 	s := &hedgedStream{
-		cl: cl, ctx: ctx, base: base, crit: crit, desc: desc, cc: cc, method: method, streamer: streamer,
+		cl: cl, ctx: ctx, st: st, desc: desc, cc: cc, method: method, streamer: streamer,
 		opts:     splitHedgeOpts(opts),
 		limit:    cl.streamHedgeBuffer,
 		h:        h,
@@ -130,7 +128,7 @@ func (cl *client) hedgeStream(ctx context.Context, now, dl time.Time, base metad
 
 // attempt makes attempt n, with its metadata and its own cancellation.
 func (s *hedgedStream) attempt(n int) *streamAttempt {
-	ctx, cancel := context.WithCancel(attemptContext(s.ctx, s.base, n, s.crit))
+	ctx, cancel := context.WithCancel(s.st.context(s.ctx, n))
 	a := &streamAttempt{n: n, ctx: ctx, cancel: cancel}
 	a.peer, a.opts = s.opts.attempt()
 	s.all[n-1] = a

@@ -55,7 +55,7 @@ func TestStreamRetriedUntilFirstMessage(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("watch = %d messages, %v; want 2, nil", n, err)
 	}
-	if got, want := b.attempts(), []string{"1/", "2/1", "3/2"}; !slices.Equal(got, want) {
+	if got, want := b.attempts(), []string{"/", "2/1", "3/2"}; !slices.Equal(got, want) {
 		t.Errorf("attempt/previous metadata = %q, want %q", got, want)
 	}
 }

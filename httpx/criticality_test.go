@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/internal/hostspeed"
@@ -84,9 +85,11 @@ func TestServerCriticalityTrust(t *testing.T) {
 				}
 			}
 			gs := startGuarded(t, httpx.ServerConfig{
-				Limit:            fixed(1),
-				Queue:            shed.Config{Capacity: tt.capacity, Priority: shed.ByCriticality},
-				MaxCriticality:   tt.maxCrit,
+				Config: admit.Config{
+					Limit:          fixed(1),
+					Queue:          shed.Config{Capacity: tt.capacity, Priority: shed.ByCriticality},
+					MaxCriticality: tt.maxCrit,
+				},
 				TrustCriticality: trust,
 			}, func(w http.ResponseWriter, r *http.Request) {
 				name := r.Header.Get("X-Name")

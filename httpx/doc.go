@@ -6,14 +6,23 @@
 // every request: it is the net/http equivalent of [retry.Do], the same core
 // driven by the wall clock. [Client] wraps one in an *http.Client.
 //
-// On every attempt the Transport clones the caller's request (the caller's
-// request is never modified) and puts stormguard's signals on the wire:
+// The Transport puts stormguard's signals on the wire, on a copy of the
+// caller's request (which is never modified):
 //
-//	Stormguard-Attempt   the attempt number, 1 for the first try;
-//	Stormguard-Timeout   the time left before the attempt's deadline (the
-//	                     caller's, or the policy's AttemptTimeout if that is
-//	                     sooner), relative and rounded up, when
-//	                     [Transport.PropagateDeadline] is set.
+//	Stormguard-Attempt            on retries, the attempt number: "2", "3" …;
+//	                              a first try carries none (absent means 1
+//	                              at every stormguard server);
+//	Stormguard-Timeout            the time left before the attempt's deadline
+//	                              (the caller's, or the policy's
+//	                              AttemptTimeout if that is sooner), relative
+//	                              and rounded up, when
+//	                              [Transport.PropagateDeadline] is set;
+//	Stormguard-Criticality        the criticality of the request's context,
+//	                              unless it is the default or the request
+//	                              sets the header.
+//
+// A first try with none of these to carry is the caller's request itself,
+// uncopied.
 //
 // It reads the server's signals from failure responses (status ≥ 400):
 //
@@ -28,7 +37,9 @@
 //	Stormguard-Retries-Exhausted  a layer below already retried: do not retry.
 //
 // When it stops retrying on a failure response after more than one attempt,
-// or because the retry budget or the kill switch refused the retry, it sets
+// because the retry budget, the kill switch or the circuit breaker refused
+// the retry, or because the server said not to retry ([retry.StopsAbove],
+// the rule a [retry.GiveUpError]'s RetryClass follows too), it sets
 // Stormguard-Retries-Exhausted: 1 on that response (the one the
 // *retry.GiveUpError it returns carries), so that a service which relays the
 // failure tells its own callers not to retry: retries happen at one layer

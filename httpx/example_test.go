@@ -18,7 +18,12 @@ func ExampleTransport() {
 	// A server that is overloaded for its first request.
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Printf("server: attempt %s\n", r.Header.Get(wire.HeaderAttempt))
+		v := r.Header.Get(wire.HeaderAttempt)
+		a, ok := wire.ParseAttempt(v)
+		if !ok {
+			a = 1 // absent (or malformed): a first try
+		}
+		fmt.Printf("server: attempt %d (Stormguard-Attempt %q)\n", a, v)
 		if n.Add(1) == 1 {
 			w.Header().Set(wire.HeaderOverload, "instance")
 			w.Header().Set(wire.HeaderRetryAfter, "1")
@@ -49,7 +54,7 @@ func ExampleTransport() {
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Printf("client: %s %s\n", resp.Status, body)
 	// Output:
-	// server: attempt 1
-	// server: attempt 2
+	// server: attempt 1 (Stormguard-Attempt "")
+	// server: attempt 2 (Stormguard-Attempt "2")
 	// client: 200 OK hello
 }

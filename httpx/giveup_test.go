@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,12 +28,6 @@ import (
 // readable and needs no closing; the table is the same as grpcx's.
 func TestGiveUpContract(t *testing.T) {
 	busy := reply{status: 503, body: "busy", header: map[string]string{"X-Why": "overload"}}
-	openBreaker := func() *breaker.Breaker {
-		b := breaker.MustNew(breaker.Spec{Failures: 1, Delay: time.Hour})
-		p, _ := b.AllowAt(time.Now())
-		b.EndAt(time.Now(), p, breaker.Failure)
-		return b
-	}
 	tests := []struct {
 		name         string
 		replies      []reply
@@ -58,6 +54,9 @@ func TestGiveUpContract(t *testing.T) {
 		{name: "breaker open", replies: []reply{busy},
 			opts: func() []retry.Option { return []retry.Option{retry.WithBreaker(openBreaker())} },
 			want: retry.ErrBreakerOpen, wantAttempts: 0},
+		{name: "breaker open, stopping retries only", replies: []reply{busy},
+			opts: func() []retry.Option { return []retry.Option{retry.WithBreaker(openRetriesBreaker())} },
+			want: retry.ErrBreakerOpen, wantAttempts: 1, wantResponse: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,6 +108,78 @@ func TestGiveUpContract(t *testing.T) {
 				}
 			}
 			// Every response body the transport received was closed.
+			if closed, _ := base.closed(); closed != tt.wantAttempts {
+				t.Errorf("%d of %d response bodies closed", closed, tt.wantAttempts)
+			}
+		})
+	}
+}
+
+// The give-up carries the last response sent, with its own body and
+// header, whatever came before it: a call keeps one retried response's
+// body after another in one buffer and sends its retries in one request of
+// its own, rewritten, and none of that shows. Bodies of decreasing and
+// increasing lengths, and a breaker that refuses the third attempt (the
+// give-up then carries the second, kept while the call waited to retry).
+func TestGiveUpCarriesLastResponse(t *testing.T) {
+	long := strings.Repeat("a long first body; ", 40)
+	tests := []struct {
+		name         string
+		replies      []reply
+		opts         func() []retry.Option
+		want         error
+		wantAttempts int
+		wantStatus   int
+		wantBody     string
+	}{
+		{name: "shorter and shorter",
+			replies: []reply{{status: 503, body: long, header: map[string]string{"X-Which": "1"}}, {status: 502, body: "second", header: map[string]string{"X-Which": "2"}}, {status: 504, body: "3rd", header: map[string]string{"X-Which": "3"}}},
+			want:    retry.ErrAttemptsExhausted, wantAttempts: 3, wantStatus: 504, wantBody: "3rd"},
+		{name: "longer and longer",
+			replies: []reply{{status: 503, body: "1", header: map[string]string{"X-Which": "1"}}, {status: 502, body: "second", header: map[string]string{"X-Which": "2"}}, {status: 504, body: long, header: map[string]string{"X-Which": "3"}}},
+			want:    retry.ErrAttemptsExhausted, wantAttempts: 3, wantStatus: 504, wantBody: long},
+		{name: "the breaker refuses the third attempt",
+			replies: []reply{{status: 503, body: long, header: map[string]string{"X-Which": "1"}}, {status: 502, body: "second", header: map[string]string{"X-Which": "2"}}, {status: 200, body: "never sent"}},
+			opts: func() []retry.Option {
+				return []retry.Option{retry.WithBreaker(breaker.MustNew(breaker.Spec{Failures: 2, Delay: time.Hour}))}
+			},
+			want: retry.ErrBreakerOpen, wantAttempts: 2, wantStatus: 502, wantBody: "second"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leakcheck.Check(t)
+			srv := newServer(t, tt.replies...)
+			var opts []retry.Option
+			if tt.opts != nil {
+				opts = tt.opts()
+			}
+			base := newCounting(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := httpx.Client(base, retry.MustNew(fast(), opts...)).Do(post(t, ctx, srv.URL, "payload"))
+			var gu *retry.GiveUpError
+			var se *httpx.StatusError
+			if !errors.Is(err, tt.want) || !errors.As(err, &gu) || gu.Attempts != tt.wantAttempts || !errors.As(err, &se) || se.Response == nil {
+				t.Fatalf("err = %v; want a give-up (%v) after %d attempts carrying the last response", err, tt.want, tt.wantAttempts)
+			}
+			if se.StatusCode != tt.wantStatus || se.Response.StatusCode != tt.wantStatus || se.Response.Header.Get("X-Which") != strconv.Itoa(tt.wantAttempts) {
+				t.Errorf("StatusError %d, response %d with X-Which %q; want %d, %d", se.StatusCode, se.Response.StatusCode, se.Response.Header.Get("X-Which"), tt.wantStatus, tt.wantAttempts)
+			}
+			body, err := io.ReadAll(se.Response.Body)
+			if err != nil || string(body) != tt.wantBody {
+				t.Errorf("last response body = %q, %v; want %q", body, err, tt.wantBody)
+			}
+			if got, want := srv.attempts(), wantAttempts(tt.wantAttempts); !slices.Equal(got, want) {
+				t.Errorf("server saw attempts %q, want %q", got, want)
+			}
+			for i, r := range srv.seen() {
+				if r.body != "payload" {
+					t.Errorf("attempt %d: server read body %q, want payload", i+1, r.body)
+				}
+				if r.timeout == "" {
+					t.Errorf("attempt %d: no %s", i+1, wire.HeaderTimeout)
+				}
+			}
 			if closed, _ := base.closed(); closed != tt.wantAttempts {
 				t.Errorf("%d of %d response bodies closed", closed, tt.wantAttempts)
 			}

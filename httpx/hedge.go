@@ -2,14 +2,12 @@ package httpx
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
 	"github.com/stormguard/stormguard/retry"
-	"github.com/stormguard/stormguard/wire"
 )
 
 // Hedge documents how the Transport hedges; it is not meant to be called.
@@ -24,9 +22,9 @@ import (
 // copy at once (or after the server's pushback); the first success is
 // returned and the other attempts are cancelled (their responses drained and
 // closed); a fatal answer (a status the policy never retries, a signal that
-// the service is overloaded) ends the call at once. Every copy carries its
-// attempt number in Stormguard-Attempt, so that a stormguard server sheds
-// hedges before first tries, and every copy after the first is charged to the
+// the service is overloaded) ends the call at once. Every copy after the
+// first carries its attempt number in Stormguard-Attempt, so that a
+// stormguard server sheds hedges before first tries, and is charged to the
 // retry budget; the circuit breaker is asked for each. Other requests are
 // retried as usual. What the caller gets follows RoundTrip's give-up
 // contract.
@@ -64,7 +62,7 @@ func (t *Transport) hedge(ctx context.Context, base http.RoundTripper, r *retry.
 		actx, cancel := context.WithCancel(ctx)
 		cancels[n-1] = cancel
 		go func() {
-			o := t.send(actx, base, r, req, body, n)
+			o := t.send(actx, false, deadline, base, r, req, body, n, nil)
 			results <- hedgeResult{n: n, o: o, end: time.Now()}
 		}()
 	}
@@ -137,7 +135,7 @@ func (t *Transport) hedge(ctx context.Context, base http.RoundTripper, r *retry.
 				discard(last.resp)
 			}
 			if res.o.resp != nil {
-				keep(res.o.resp, res.o.err)
+				keep(res.o.resp, res.o.err, nil)
 			}
 			last = res.o
 		case <-tc:
@@ -177,12 +175,7 @@ func (t *Transport) hedge(ctx context.Context, base http.RoundTripper, r *retry.
 		return nil, err
 	}
 	resp := last.resp
-	if h.Sent() > 1 || errors.Is(d.Reason, retry.ErrBudgetExhausted) || errors.Is(d.Reason, retry.ErrRetriesDisabled) {
-		if resp.Header == nil {
-			resp.Header = make(http.Header)
-		}
-		resp.Header[wire.HeaderRetriesExhausted] = []string{wire.ExhaustedValue}
-	}
+	markGivenUp(resp, d.Reason, h.Sent())
 	if t.ResponseOnGiveUp || last.cls == retry.NeverRetry || t.Retrier == nil {
 		return resp, nil
 	}
@@ -193,7 +186,7 @@ func (t *Transport) hedge(ctx context.Context, base http.RoundTripper, r *retry.
 // a request a newer twin replaced in its queue (409 Conflict with
 // Stormguard-Superseded: replaced).
 func supersededCopy(resp *http.Response) bool {
-	return resp != nil && resp.StatusCode == http.StatusConflict && resp.Header.Get(HeaderSuperseded) == "replaced"
+	return resp != nil && resp.StatusCode == http.StatusConflict && first(resp.Header, HeaderSuperseded) == "replaced"
 }
 
 // otherRunning reports whether an attempt of h other than n is in flight.

@@ -21,7 +21,7 @@ import (
 func TestTransportHedgeSupersededCopy(t *testing.T) {
 	leakcheck.Check(t)
 	tr := &transfer{hold: newGate()}
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(1), Supersede: &admit.SupersedeConfig{}}, tr.ServeHTTP)
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(1), Supersede: &admit.SupersedeConfig{}}}, tr.ServeHTTP)
 	c := plainClient(t, 8)
 	defer tr.hold.open()
 	wait := blockSlots(t, gs, c, 1)

@@ -37,27 +37,27 @@ func TestTransportHedge(t *testing.T) {
 		wantCanceled int32 // attempts the server saw cancelled (losers)
 	}{
 		{name: "slow first, hedge wins", replies: []reply{hang, ok}, policy: hedged(2, 20*time.Millisecond),
-			wantStatus: 200, wantAttempts: []string{"1", "2"}, wantCanceled: 1},
+			wantStatus: 200, wantAttempts: []string{"", "2"}, wantCanceled: 1},
 		{name: "non-fatal failure sends the next hedge at once", replies: []reply{{status: 503}, ok}, policy: hedged(3, time.Hour),
-			wantStatus: 200, wantAttempts: []string{"1", "2"}},
+			wantStatus: 200, wantAttempts: []string{"", "2"}},
 		{name: "fatal answer stops", replies: []reply{{status: 404, body: "nope"}, ok}, policy: hedged(3, time.Hour),
-			wantStatus: 404, wantAttempts: []string{"1"}},
+			wantStatus: 404, wantAttempts: []string{""}},
 		{name: "all fail", replies: []reply{{status: 503}}, policy: hedged(3, 0),
-			wantErr: retry.ErrAttemptsExhausted, wantAttempts: []string{"1", "2", "3"}},
+			wantErr: retry.ErrAttemptsExhausted, wantAttempts: []string{"", "2", "3"}},
 		{name: "server said stop", replies: []reply{{status: 503, header: map[string]string{"Stormguard-Overload": "service"}}, ok}, policy: hedged(3, time.Hour),
-			wantErr: retry.ErrServerSaidStop, wantAttempts: []string{"1"}},
+			wantErr: retry.ErrServerSaidStop, wantAttempts: []string{""}},
 		{name: "budget empty: no hedge", replies: []reply{{status: 503}, ok}, policy: hedged(3, time.Hour),
 			opts:    []retry.Option{retry.WithBudget(denyBudget{})},
-			wantErr: retry.ErrBudgetExhausted, wantAttempts: []string{"1"}},
+			wantErr: retry.ErrBudgetExhausted, wantAttempts: []string{""}},
 		{name: "POST is retried, not hedged", replies: []reply{hang, ok}, policy: func() retry.Policy {
 			p := hedged(2, 10*time.Millisecond)
 			p.AttemptTimeout = hostspeed.Scale(100 * time.Millisecond) // time for the server to see the first
 			return p
 		}(), method: http.MethodPost,
-			wantStatus: 200, wantAttempts: []string{"1", "2"}, wantCanceled: 1},
+			wantStatus: 200, wantAttempts: []string{"", "2"}, wantCanceled: 1},
 		{name: "POST with Idempotency-Key is hedged", replies: []reply{hang, ok}, policy: hedged(2, 20*time.Millisecond),
 			method: http.MethodPost, header: map[string]string{"Idempotency-Key": "k1"},
-			wantStatus: 200, wantAttempts: []string{"1", "2"}, wantCanceled: 1},
+			wantStatus: 200, wantAttempts: []string{"", "2"}, wantCanceled: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

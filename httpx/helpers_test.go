@@ -233,10 +233,11 @@ func setup(t *testing.T, p retry.Policy, opts ...retry.Option) (*httpx.Transport
 	return tr, base, rec
 }
 
-// wantAttempts returns "1", "2", … "n".
+// wantAttempts returns the Stormguard-Attempt values of n attempts: "" (a
+// first try carries none), "2", … "n".
 func wantAttempts(n int) []string {
 	a := make([]string, n)
-	for i := range a {
+	for i := 1; i < n; i++ {
 		a[i] = strconv.Itoa(i + 1)
 	}
 	return a

@@ -1,85 +1,54 @@
 package httpx
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/stormguard/stormguard/admit"
-	"github.com/stormguard/stormguard/killswitch"
 	"github.com/stormguard/stormguard/limit"
-	"github.com/stormguard/stormguard/shed"
 	"github.com/stormguard/stormguard/wire"
 )
 
-// ServerConfig describes a [Server]. Its fields but ThrottleClient,
-// TrustCriticality and IdempotencyScope are those of [admit.Config], with the same meaning and
-// the same configuration names, so one YAML block configures an HTTP or a
-// gRPC server; here is what they mean on HTTP. The first fields are plain
-// data (they decode from JSON or YAML and a zero field takes the default in
-// brackets); the last ones are runtime parts that only code can supply.
+// ServerConfig describes a [Server]: the admission gate's configuration,
+// [admit.Config], embedded, and beside it the hooks only an HTTP server
+// has. admit.Config's fields are ServerConfig's, under the same
+// configuration names (JSON and YAML decode them inline), so one YAML block
+// configures an HTTP or a gRPC server and a field added to the gate is a
+// field of both. A zero field takes its default. On HTTP they mean:
+//
+//	MaxTimeout        a request's context ends at arrival +
+//	                  min(MaxTimeout, Stormguard-Timeout) [30s]: a caller can
+//	                  shorten the server's deadline, never extend it
+//	MinRemaining      a request with this or less left before its deadline,
+//	                  on arrival or after waiting in the queue, is answered
+//	                  504 and its handler never runs; about the handler's
+//	                  service time
+//	RetryAfter        the Retry-After of a 503 for an overloaded instance and
+//	                  of a 429 [1s, at most a day], in whole seconds rounded up
+//	Limit, Queue      the concurrency limit [vegas] and the queue behind it
+//	MaxCriticality    the highest Stormguard-Criticality believed from a
+//	                  caller [critical] unless TrustCriticality vouches for it
+//	Supersede         collapses requests that carry an Idempotency-Key header
+//	                  (see "Request supersession" in the [Server]
+//	                  documentation); the key is the caller's say-so: set it
+//	                  only where every caller is trusted, or set
+//	                  IdempotencyScope
+//	Limiter, Dials    a limiter built in code, the runtime kill switches
+//	ServiceSaturated  true: a refusal for overload says
+//	                  Stormguard-Overload: service, with no Retry-After
+//	OnQueueWait       each admitted request's wait for its slot, on its
+//	                  goroutine before the handler
+//	OnRefuse          each request refused or dropped before its handler
+//	                  ran, before the answer is sent
+//
+// See [admit.Config] for each field's full description. A composite literal
+// names the embedded field:
+//
+//	httpx.ServerConfig{Config: admit.Config{MaxTimeout: 5 * time.Second}, ThrottleClient: quota}
 type ServerConfig struct {
-	// MaxTimeout bounds the deadline of every request [30s]: a request's
-	// context ends at arrival + min(MaxTimeout, Stormguard-Timeout). A
-	// caller can shorten the server's deadline, never extend it.
-	MaxTimeout time.Duration `json:"max_timeout,omitempty" yaml:"max_timeout,omitempty"`
-	// MinRemaining is the least time before its deadline a request must
-	// have to start [Queue.MinRemaining, itself 0]: one with MinRemaining or
-	// less left, on arrival or after waiting in the queue, is answered 504
-	// and its handler never runs. Set it to about the handler's service
-	// time. If both this and Queue.MinRemaining are set they must agree.
-	MinRemaining time.Duration `json:"min_remaining,omitempty" yaml:"min_remaining,omitempty"`
-	// RetryAfter is the delay suggested, in a Retry-After header, to the
-	// clients of a 503 for an overloaded instance and of a 429 [1s], at
-	// most a day. It is sent in whole seconds, rounded up.
-	RetryAfter time.Duration `json:"retry_after,omitempty" yaml:"retry_after,omitempty"`
-	// Limit chooses the concurrency-limit algorithm [vegas, Netflix's
-	// defaults]; use kind "fixed" for a constant limit. It is ignored when
-	// Limiter is set.
-	Limit limit.Spec `json:"limit,omitzero" yaml:"limit,omitempty"`
-	// Queue shapes the queue where requests wait while the limit is
-	// reached: capacity, order (fifo, lifo, adaptive-lifo with CoDel) and
-	// priority (first tries before retries by default, or by criticality).
-	Queue shed.Config `json:"queue,omitzero" yaml:"queue,omitempty"`
-	// MaxCriticality is the highest Stormguard-Criticality believed from a
-	// caller [critical]: a request that claims more (critical-plus) is
-	// queued, and runs and propagates, as MaxCriticality, unless
-	// TrustCriticality vouches for its caller. Lower claims are always
-	// taken. The header is the caller's say-so: with Queue.Priority
-	// "criticality" a request that claims critical-plus is served before,
-	// and evicts from a full queue, everyone else's. Raise this to
-	// critical-plus only when every client that reaches the server is
-	// inside your network and trusted; see [admit.Config].MaxCriticality.
-	MaxCriticality wire.Criticality `json:"max_criticality,omitempty" yaml:"max_criticality,omitempty"`
-	// Supersede turns request supersession on for requests that carry an
-	// Idempotency-Key header; nil, the default, leaves it off. See
-	// "Request supersession" in the [Server] documentation for the rules,
-	// and [admit.SupersedeConfig] for the bounds. The key is the caller's
-	// say-so: turn it on only where every caller is inside your network
-	// and trusted, or set IdempotencyScope.
-	Supersede *admit.SupersedeConfig `json:"supersede,omitempty" yaml:"supersede,omitempty"`
+	admit.Config `yaml:",inline"`
 
-	// Limiter, when set, is used instead of building one from Limit (to
-	// use an algorithm configured in code, say). Build it with
-	// limit.WithDials to honour the dials' limit override. Do not share it
-	// with another Server: a slot freed elsewhere does not wake this
-	// Server's waiters. To share a limit between handlers, wrap them all
-	// with one Server.
-	Limiter *limit.Limiter `json:"-" yaml:"-"`
-	// Dials are the runtime kill switches: the shed fraction sheds that
-	// share of requests, chosen at random, with the service signal; the
-	// limit override pins the concurrency limit (when the Server builds its
-	// Limiter). Nil means no dials.
-	Dials *killswitch.Dials `json:"-" yaml:"-"`
-	// ServiceSaturated, when set, is asked on every refusal for overload
-	// whether the whole service (not only this instance) is out of
-	// capacity: a fleet-wide view, say every instance shedding. If it
-	// answers true the refusal says Stormguard-Overload: service with no
-	// Retry-After (no layer retries) instead of instance. It is not itself
-	// a reason to refuse, and is not called for requests that are served.
-	// It must be fast and safe for concurrent use.
-	ServiceSaturated func() bool `json:"-" yaml:"-"`
 	// ThrottleClient, when set, is asked for every request that the kill
 	// switch and the deadline let through whether to throttle its client (a
 	// per-client quota, say): if it answers true the request is refused
@@ -97,24 +66,14 @@ type ServerConfig struct {
 	TrustCriticality func(r *http.Request) bool `json:"-" yaml:"-"`
 	// IdempotencyScope, when set with Supersede, tells who sends a request
 	// with an Idempotency-Key: requests are collapsed only when they carry
-	// the same key, to the same method, host and path, from the same
-	// scope. Return something the caller cannot forge (the authenticated
-	// user or client, a verified certificate's subject), "" for callers you
-	// cannot tell apart. It must be fast and safe for concurrent use.
+	// the same key, to the same method, host, path and query string, from
+	// the same scope. Without it, the caller is told by its credentials: the
+	// Authorization and Cookie headers and the TLS client certificate,
+	// where present. Return something the caller cannot forge (the
+	// authenticated user or client, a verified certificate's subject), ""
+	// for callers you cannot tell apart. It must be fast and safe for
+	// concurrent use.
 	IdempotencyScope func(r *http.Request) string `json:"-" yaml:"-"`
-	// OnQueueWait, when set, is told how long each request that was
-	// admitted waited for its slot: 0 for the requests admitted at once. It
-	// runs on the request's goroutine before the handler, and must not
-	// block (a histogram from metrics.QueueWait fits).
-	OnQueueWait func(wait time.Duration) `json:"-" yaml:"-"`
-	// OnRefuse, when set, is told of every request refused or dropped before
-	// its handler ran (shed, expired, whose caller left while it was
-	// queued, or answered by supersession), with the request's context,
-	// its attempt number and the gate's decision, before the answer is
-	// sent. It runs on the request's goroutine
-	// and must not block (otelx.ServerEvents, which adds a span event,
-	// fits).
-	OnRefuse func(ctx context.Context, attempt int, d admit.Decision) `json:"-" yaml:"-"`
 }
 
 // Defaults for zero [ServerConfig] fields: admit's.
@@ -124,31 +83,17 @@ const (
 )
 
 // ErrInvalidServerConfig is wrapped by the error [NewServer] and
-// [ServerConfig.Validate] return for an invalid configuration; the message
-// names the field by its configuration name. It is [admit.ErrInvalidConfig]:
-// the configuration is the admission gate's.
+// [admit.Config.Validate] (ServerConfig's Validate) return for an invalid
+// configuration; the message names the field by its configuration name. It
+// is [admit.ErrInvalidConfig]: the configuration is the admission gate's.
 var ErrInvalidServerConfig = admit.ErrInvalidConfig
 
-// gate returns the admission gate's part of c.
-func (c ServerConfig) gate() admit.Config {
-	return admit.Config{MaxTimeout: c.MaxTimeout, MinRemaining: c.MinRemaining, RetryAfter: c.RetryAfter,
-		Limit: c.Limit, Queue: c.Queue, MaxCriticality: c.MaxCriticality, Supersede: c.Supersede, Limiter: c.Limiter, Dials: c.Dials,
-		ServiceSaturated: c.ServiceSaturated, OnQueueWait: c.OnQueueWait, OnRefuse: c.OnRefuse}
-}
-
-// WithDefaults returns c with every zero field of its own set to its
-// default (the queue's and the limit's are theirs to fill) and MinRemaining
-// resolved against Queue.MinRemaining, as [admit.Config.WithDefaults] does.
+// WithDefaults returns c with the defaults of its admission gate's
+// configuration filled in ([admit.Config.WithDefaults]).
 func (c ServerConfig) WithDefaults() ServerConfig {
-	d := c.gate().WithDefaults()
-	c.MaxTimeout, c.MinRemaining, c.RetryAfter, c.Queue = d.MaxTimeout, d.MinRemaining, d.RetryAfter, d.Queue
+	c.Config = c.Config.WithDefaults()
 	return c
 }
-
-// Validate reports a configuration that [NewServer] cannot use, naming the
-// field, as [admit.Config.Validate] does. Defaults are applied first, so a
-// zero field is valid.
-func (c ServerConfig) Validate() error { return c.gate().Validate() }
 
 // Server is overload-control middleware for net/http: it bounds the
 // deadline of every request, drops work whose deadline has passed before
@@ -193,8 +138,9 @@ func (c ServerConfig) Validate() error { return c.gate().Validate() }
 // IETF httpapi draft's: one value, 1 to 255 printable ASCII characters,
 // optionally quoted; any other value is ignored) are collapsed in the
 // admission gate, between steps 3 and 4, with the requests of the same key
-// to the same method, host and path (and from the same IdempotencyScope,
-// if set) that the server holds:
+// to the same method, host, path and query string, from the same caller
+// (the same IdempotencyScope, if set; else the same Authorization and
+// Cookie headers and TLS client certificate), that the server holds:
 //
 //	its twin is…   the request                                    the twin
 //	nowhere        runs as usual                                  —
@@ -216,20 +162,24 @@ func (c ServerConfig) Validate() error { return c.gate().Validate() }
 // writes, for every request with a key it tracks: the header as sent with
 // the status, and the body up to Supersede.MaxReplayBytes (64 KiB by
 // default), so at most the concurrency limit × MaxReplayBytes in all. A
-// twin whose response is larger, is hijacked, declares trailers, panics, or
-// fails after its client left (its handler most likely gave up on its
-// context) leaves nothing to replay: its waiters go through the gate
-// again, and the first of them runs. The key is forgotten when the twin
-// ends; a request with it that arrives later runs again (the server keeps
-// no responses after the fact).
+// response is replayed only when the twin completed for a client that was
+// still waiting: one that ended after its client left or after its
+// deadline (an empty 200 of a handler that returned when its context
+// ended, a 499, a 408), that panicked, or that is larger, hijacked or
+// declares trailers is not; its waiters go through the gate again, and
+// the first of them runs. The key is forgotten when the twin ends; a
+// request with it that arrives later runs again (the server keeps no
+// responses after the fact).
 //
 // The key is the caller's say-so, like Stormguard-Criticality: a caller
 // that learns or guesses another's key can have that caller's queued
-// request superseded or read its response. Turn supersession on only where
-// every caller is inside your network and trusted (the key's scope then is
-// the method, host and path), or set IdempotencyScope to tell callers
-// apart. A key names one intent: the server does not compare bodies, so a
-// client must not reuse a key for a different request.
+// request superseded or read its response. The default scope tells
+// callers apart by their credentials, which a caller that shares another's
+// (behind a proxy that strips them, say) does not; turn supersession on
+// only where every caller is inside your network and trusted, or set
+// IdempotencyScope to the authenticated caller. A key names one intent:
+// the server does not compare bodies, so a client must not reuse a key for
+// a different request.
 //
 // # What the concurrency limit learns
 //
@@ -282,7 +232,7 @@ type Server struct {
 // new [admit.Gate]: an empty queue and, unless cfg.Limiter is set, a fresh
 // [limit.Limiter] from cfg.Limit that honours cfg.Dials.
 func NewServer(cfg ServerConfig) (*Server, error) {
-	g, err := admit.New(cfg.gate())
+	g, err := admit.New(cfg.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -311,31 +261,21 @@ func (s *Server) Wrap(h http.Handler) http.Handler {
 func (s *Server) Limiter() *limit.Limiter { return s.gate.Limiter() }
 
 // ShedReason says why a [Server] refused a request for overload; it indexes
-// [ServerStats].Shed. It has the values of [admit.ShedReason], under
-// httpx's name: convert between the two freely.
-type ShedReason admit.ShedReason
+// [ServerStats].Shed. It is admit's type, as grpcx's is.
+type ShedReason = admit.ShedReason
 
 // The shed reasons: admit's.
 const (
-	ShedQueueFull    = ShedReason(admit.ShedQueueFull)    // 503, instance
-	ShedEvicted      = ShedReason(admit.ShedEvicted)      // 503, instance
-	ShedQueueTimeout = ShedReason(admit.ShedQueueTimeout) // 503, instance
-	ShedKillSwitch   = ShedReason(admit.ShedKillSwitch)   // 503, service
-	ShedThrottled    = ShedReason(admit.ShedThrottled)    // 429
-	ShedKeyBusy      = ShedReason(admit.ShedKeyBusy)      // 429: too many wait for the key's twin
+	ShedQueueFull    = admit.ShedQueueFull    // 503, instance
+	ShedEvicted      = admit.ShedEvicted      // 503, instance
+	ShedQueueTimeout = admit.ShedQueueTimeout // 503, instance
+	ShedKillSwitch   = admit.ShedKillSwitch   // 503, service
+	ShedThrottled    = admit.ShedThrottled    // 429
+	ShedKeyBusy      = admit.ShedKeyBusy      // 429: too many wait for the key's twin
 
 	// NumShedReasons is the number of shed reasons.
 	NumShedReasons = admit.NumShedReasons
 )
-
-// String returns the reason's name, such as "queue-full", as metrics label
-// it.
-func (r ShedReason) String() string {
-	if r < NumShedReasons {
-		return admit.ShedReason(r).String()
-	}
-	return "httpx.ShedReason(" + strconv.Itoa(int(r)) + ")"
-}
 
 // ServerStats is a snapshot of a [Server]'s counters: the admission gate's
 // [admit.Stats], in the vocabulary of the whole project (offered load,

@@ -101,14 +101,27 @@ func serve(next http.Handler, w http.ResponseWriter, r *http.Request, t admit.Ti
 // handlerOutcome tells how a handler ended from what it wrote, as the Server
 // documentation's table says.
 func handlerOutcome(rw *statusWriter, panicked bool) admit.Outcome {
-	switch st := rw.code(); {
+	switch {
 	case panicked:
 		return admit.Panicked
 	case rw.hijacked:
 		return admit.SucceededUntimed
-	case st < 500:
+	}
+	return StatusOutcome(rw.code())
+}
+
+// StatusOutcome is how the Server tells its gate a handler's work ended
+// from the status it answered: below 500 Succeeded; 503 or 504 (a call it
+// made was refused or timed out below) FailedOverload; any other 5xx
+// Failed. The release then counts it (goodput only for a success its
+// caller still waited for) and teaches the limiter, as admit's
+// documentation says. A handler behind another gate, or a test bench
+// counting like one, reads its outcome here.
+func StatusOutcome(status int) admit.Outcome {
+	switch {
+	case status < 500:
 		return admit.Succeeded
-	case st == http.StatusServiceUnavailable || st == http.StatusGatewayTimeout:
+	case status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
 		return admit.FailedOverload
 	default:
 		return admit.Failed

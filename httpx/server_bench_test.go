@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/internal/leakcheck"
@@ -223,7 +224,7 @@ func rejectCases(tb testing.TB) []rejectCase {
 	// The full queue: hold the only permit and park a first try in the
 	// queue of one, on a goroutine that leaves when the test ends.
 	lim := limit.NewLimiter(limit.Fixed{N: 1})
-	full := mustServer(tb, httpx.ServerConfig{Limiter: lim, Queue: shed.Config{Capacity: 1}})
+	full := mustServer(tb, httpx.ServerConfig{Config: admit.Config{Limiter: lim, Queue: shed.Config{Capacity: 1}}})
 	fullH := full.Wrap(trivial)
 	p, _ := lim.Acquire()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -240,7 +241,7 @@ func rejectCases(tb testing.TB) []rejectCase {
 	}
 
 	return []rejectCase{
-		{"kill-switch", mustServer(tb, httpx.ServerConfig{Dials: dials}).Wrap(trivial),
+		{"kill-switch", mustServer(tb, httpx.ServerConfig{Config: admit.Config{Dials: dials}}).Wrap(trivial),
 			req(wire.HeaderAttempt, "1", wire.HeaderTimeout, "1S"), 503},
 		{"expired", mustServer(tb, httpx.ServerConfig{}).Wrap(trivial),
 			req(wire.HeaderAttempt, "1", wire.HeaderTimeout, "0n"), 504},

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/limit"
@@ -22,9 +23,11 @@ import (
 // the context.
 func ExampleServer() {
 	sg, err := httpx.NewServer(httpx.ServerConfig{
-		MaxTimeout: 5 * time.Second,
-		Limit:      limit.Spec{Kind: limit.KindVegas},
-		Queue:      shed.Config{Capacity: 100, Order: shed.AdaptiveLIFO},
+		Config: admit.Config{
+			MaxTimeout: 5 * time.Second,
+			Limit:      limit.Spec{Kind: limit.KindVegas},
+			Queue:      shed.Config{Capacity: 100, Order: shed.AdaptiveLIFO},
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -52,7 +55,7 @@ func ExampleServer() {
 func Example_client() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, _ := wire.ParseTimeout(r.Header.Get(wire.HeaderTimeout))
-		fmt.Fprintf(w, "attempt %s, deadline in %v", r.Header.Get(wire.HeaderAttempt), d.Round(time.Second))
+		fmt.Fprintf(w, "Stormguard-Attempt %q (a first try), deadline in %v", r.Header.Get(wire.HeaderAttempt), d.Round(time.Second))
 	}))
 	defer srv.Close()
 
@@ -78,5 +81,5 @@ func Example_client() {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Println(resp.Status, string(body))
-	// Output: 200 OK attempt 1, deadline in 2s
+	// Output: 200 OK Stormguard-Attempt "" (a first try), deadline in 2s
 }

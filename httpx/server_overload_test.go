@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/backoff"
 	"github.com/stormguard/stormguard/budget"
 	"github.com/stormguard/stormguard/httpx"
@@ -53,7 +54,7 @@ func TestServerOverloadServesFirstTries(t *testing.T) {
 	// (The handler time is 20 ms rather than 10 so that the test's own CPU
 	// use, under the race detector on a small machine, does not turn 2×
 	// overload into much more.)
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(4), Queue: shed.Config{Capacity: 16}}, sleeper(20*time.Millisecond))
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(4), Queue: shed.Config{Capacity: 16}}}, sleeper(20*time.Millisecond))
 	c := plainClient(t, 128)
 	const bursts = 40
 	type result struct {
@@ -143,7 +144,7 @@ func TestServerTransportBacksOff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(2), Queue: shed.Config{Capacity: 2}}, sleeper(20*time.Millisecond))
+			gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(2), Queue: shed.Config{Capacity: 2}}}, sleeper(20*time.Millisecond))
 			var mu sync.Mutex
 			var delays []time.Duration
 			r := retry.MustNew(tt.policy, retry.WithHooks(retry.Hooks{OnRetry: func(_ int, d time.Duration) {
@@ -190,7 +191,7 @@ func TestServerServiceSaturated(t *testing.T) {
 	tr, base, rec := setup(t, fast()) // also checks for leaks
 	var saturated atomic.Bool
 	g, ran := newGate(), new(names)
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(1), Queue: shed.Config{Capacity: 1}, ServiceSaturated: saturated.Load}, queueHandler(g, ran))
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(1), Queue: shed.Config{Capacity: 1}, ServiceSaturated: saturated.Load}}, queueHandler(g, ran))
 	saturated.Store(true)
 	// With room to serve, a saturated service still serves.
 	resp, err := tr.RoundTrip(get(t, context.Background(), gs.URL))
@@ -242,7 +243,7 @@ func TestServerKillSwitch(t *testing.T) {
 	admin := httptest.NewServer(adminH)
 	t.Cleanup(admin.Close)
 	var ran atomic.Int32
-	gs := startGuarded(t, httpx.ServerConfig{Dials: dials}, func(w http.ResponseWriter, r *http.Request) { ran.Add(1) })
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Dials: dials}}, func(w http.ResponseWriter, r *http.Request) { ran.Add(1) })
 	ac := plainClient(t, 1)
 	turn := func(auth, body string) int {
 		req, err := http.NewRequest(http.MethodPost, admin.URL, strings.NewReader(body))
@@ -317,7 +318,10 @@ func TestServerKillSwitch(t *testing.T) {
 func TestServerThrottleClient(t *testing.T) {
 	leakcheck.Check(t)
 	gs := startGuarded(t, httpx.ServerConfig{
-		RetryAfter:     1500 * time.Millisecond, // sent rounded up: 2
+		Config: admit.Config{
+			RetryAfter: 1500 * time.Millisecond,
+		},
+		// sent rounded up: 2
 		ThrottleClient: func(r *http.Request) bool { return r.Header.Get("X-Client") == "greedy" },
 	}, func(w http.ResponseWriter, r *http.Request) {})
 	c := plainClient(t, 1)
@@ -434,7 +438,7 @@ func TestTransportPropagatesCriticality(t *testing.T) {
 	// b believes its callers up to critical-plus; bu, with the default
 	// MaxCriticality, does not believe more than critical, and propagates
 	// what it believed.
-	b := startGuarded(t, httpx.ServerConfig{MaxCriticality: wire.CriticalPlus}, relay)
+	b := startGuarded(t, httpx.ServerConfig{Config: admit.Config{MaxCriticality: wire.CriticalPlus}}, relay)
 	bu := startGuarded(t, httpx.ServerConfig{}, relay)
 	cl := plainClient(t, 1)
 	tests := []struct {

@@ -199,7 +199,8 @@ var (
 // handler answers its caller with a failure because a downstream call,
 // made through a [Transport], failed with resp: if resp is a failure that
 // says a layer below already retried (Stormguard-Retries-Exhausted, which
-// the Transport sets itself when it gave up after retrying) or that the
+// the Transport sets itself when it gave up for a reason that stops the
+// layers above, [retry.StopsAbove]) or that the
 // whole downstream service is overloaded (Stormguard-Overload: service),
 // RelayExhausted sets Stormguard-Retries-Exhausted: 1 on w and returns
 // true. Call it before w.WriteHeader. Otherwise, and for a nil resp or a
@@ -223,9 +224,10 @@ func RelayExhausted(w http.ResponseWriter, resp *http.Response) bool {
 
 // RelayExhaustedError is [RelayExhausted] for a downstream call that ended
 // in an error: if err says retrying already stopped below (an error whose
-// RetryClass, such as a [retry.GiveUpError] after more than one attempt or
-// after the budget refused a retry, is retry.RetriesExhausted or
-// retry.ServiceOverloaded), it sets Stormguard-Retries-Exhausted: 1 on w
+// RetryClass is retry.RetriesExhausted or retry.ServiceOverloaded: a
+// [retry.GiveUpError] that [retry.StopsAbove] says stops the layers above,
+// after more than one attempt or after the budget, the kill switch, the
+// breaker or the server refused a retry), it sets Stormguard-Retries-Exhausted: 1 on w
 // and returns true; otherwise it returns false.
 func RelayExhaustedError(w http.ResponseWriter, err error) bool {
 	var c retry.Classed

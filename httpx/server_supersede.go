@@ -31,23 +31,31 @@ var (
 
 // keyOf reads a request's idempotency key and its scope, for the gate: ""
 // when the request has no key, has more than one, or a malformed one (it
-// is then served as if it had none). The scope is the method, host and
-// path, and the caller as scope tells it, if set.
+// is then served as if it had none). The scope is what the request
+// addresses, its method, host, path and query string, and who sends it:
+// the caller as scope tells it, if set, else its credentials, the values
+// of its Authorization and Cookie headers and its TLS client certificate,
+// where present (see supersede.Scope).
 func keyOf(r *http.Request, scope func(*http.Request) string) (key, keyScope string) {
 	k, ok := IdempotencyKey(r.Header)
 	if !ok {
 		return "", ""
 	}
-	var b strings.Builder
-	b.WriteString(r.Method)
-	b.WriteByte(' ')
-	b.WriteString(r.Host)
-	b.WriteString(r.URL.EscapedPath())
+	var sc supersede.Scope
+	sc.Add('m', r.Method)
+	sc.Add('h', r.Host)
+	sc.Add('p', r.URL.EscapedPath())
+	sc.Add('q', r.URL.RawQuery)
 	if scope != nil {
-		b.WriteByte(0)
-		b.WriteString(scope(r))
+		sc.Add('s', scope(r))
+		return k, sc.String()
 	}
-	return k, b.String()
+	var cert []byte
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		cert = r.TLS.PeerCertificates[0].Raw
+	}
+	sc.Caller(r.Header["Authorization"], r.Header["Cookie"], cert)
+	return k, sc.String()
 }
 
 // IdempotencyKey returns the idempotency key of a request's header

@@ -2,16 +2,26 @@ package httpx_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/internal/leakcheck"
+	"github.com/stormguard/stormguard/wire"
 )
 
 // transfer is the handler of the supersession tests: a "blocker" (no key)
@@ -50,7 +60,7 @@ func keyHdr(k string) map[string]string { return map[string]string{httpx.HeaderI
 func TestServerSupersedeQueued(t *testing.T) {
 	leakcheck.Check(t)
 	tr := &transfer{hold: newGate()}
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(1), Supersede: &admit.SupersedeConfig{}}, tr.ServeHTTP)
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(1), Supersede: &admit.SupersedeConfig{}}}, tr.ServeHTTP)
 	c := plainClient(t, 8)
 	defer tr.hold.open()
 	wait := blockSlots(t, gs, c, 1)
@@ -89,7 +99,7 @@ func TestServerSupersedeQueued(t *testing.T) {
 func TestServerSupersedeJoin(t *testing.T) {
 	leakcheck.Check(t)
 	tr := &transfer{hold: newGate(), slow: newGate()}
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(8), Supersede: &admit.SupersedeConfig{}}, tr.ServeHTTP)
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(8), Supersede: &admit.SupersedeConfig{}}}, tr.ServeHTTP)
 	c := plainClient(t, 8)
 	defer tr.slow.open()
 	first := inBackground(c, context.Background(), gs.URL, keyHdr("k1"))
@@ -127,7 +137,7 @@ func TestServerSupersedeJoin(t *testing.T) {
 func TestServerSupersedeTooLargeToReplay(t *testing.T) {
 	leakcheck.Check(t)
 	tr := &transfer{hold: newGate(), slow: newGate(), size: 4096}
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(8), Supersede: &admit.SupersedeConfig{MaxReplayBytes: 1024}}, tr.ServeHTTP)
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(8), Supersede: &admit.SupersedeConfig{MaxReplayBytes: 1024}}}, tr.ServeHTTP)
 	c := plainClient(t, 8)
 	defer tr.slow.open()
 	first := inBackground(c, context.Background(), gs.URL, keyHdr("big"))
@@ -154,7 +164,7 @@ func TestServerSupersedeTooLargeToReplay(t *testing.T) {
 func TestServerSupersedeKeyBusy(t *testing.T) {
 	leakcheck.Check(t)
 	tr := &transfer{hold: newGate(), slow: newGate()}
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(8), Supersede: &admit.SupersedeConfig{MaxWaiters: 1}}, tr.ServeHTTP)
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(8), Supersede: &admit.SupersedeConfig{MaxWaiters: 1}}}, tr.ServeHTTP)
 	c := plainClient(t, 8)
 	defer tr.slow.open()
 	first := inBackground(c, context.Background(), gs.URL, keyHdr("k"))
@@ -204,7 +214,7 @@ func TestServerSupersedeScope(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			leakcheck.Check(t)
 			tr := &transfer{hold: newGate(), slow: newGate()}
-			gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(8), Supersede: tt.sup, IdempotencyScope: tt.scope}, tr.ServeHTTP)
+			gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(8), Supersede: tt.sup}, IdempotencyScope: tt.scope}, tr.ServeHTTP)
 			c := plainClient(t, 4)
 			defer tr.slow.open()
 			first := inBackground(c, context.Background(), gs.URL, tt.a)
@@ -256,7 +266,7 @@ func TestServerSupersedeReplayWriters(t *testing.T) {
 			var runs atomic.Int32
 			slow := newGate()
 			defer slow.open()
-			gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(4), Supersede: &admit.SupersedeConfig{}}, func(w http.ResponseWriter, r *http.Request) {
+			gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(4), Supersede: &admit.SupersedeConfig{}}}, func(w http.ResponseWriter, r *http.Request) {
 				if runs.Add(1) == 1 {
 					<-slow.ch
 				}
@@ -283,4 +293,185 @@ func TestServerSupersedeReplayWriters(t *testing.T) {
 			checkBooks(t, gs.sg.Stats())
 		})
 	}
+}
+
+// A twin's response is replayed only when the twin completed for a client
+// that was still waiting; otherwise the request that joined it runs itself
+// (issue 25): an empty 200 (a handler that returns when its context ends),
+// a 499 written when the client left, a 408 written when the twin's own
+// short deadline passed are not for a caller who waits.
+func TestServerSupersedeNoReplayForCallerGone(t *testing.T) {
+	tests := []struct {
+		name string
+		// short: the first request's deadline (Stormguard-Timeout); else
+		// its client leaves.
+		short  time.Duration
+		answer func(w http.ResponseWriter, ctx context.Context) // the first run, once its context ended
+	}{
+		{"an empty 200 after its client left", 0, func(http.ResponseWriter, context.Context) {}},
+		{"a 499 after its client left", 0, func(w http.ResponseWriter, _ context.Context) { w.WriteHeader(499) }},
+		{"a 408 after its deadline", 50 * time.Millisecond, func(w http.ResponseWriter, ctx context.Context) {
+			if ctx.Err() == context.DeadlineExceeded {
+				w.WriteHeader(http.StatusRequestTimeout)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leakcheck.Check(t)
+			var runs atomic.Int32
+			gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(4), Supersede: &admit.SupersedeConfig{}}}, func(w http.ResponseWriter, r *http.Request) {
+				n := runs.Add(1)
+				if n == 1 {
+					<-r.Context().Done()
+					tt.answer(w, r.Context())
+					return
+				}
+				w.Header().Set("X-Run", fmt.Sprint(n))
+				w.WriteHeader(http.StatusCreated)
+			})
+			c := plainClient(t, 4)
+			ctx, leave := context.WithCancel(context.Background())
+			defer leave()
+			hdr := keyHdr("k")
+			if tt.short > 0 {
+				v, _ := wire.FormatTimeout(tt.short)
+				hdr[wire.HeaderTimeout] = v
+			}
+			first := inBackground(c, ctx, gs.URL, hdr)
+			waitUntil(t, "the first running", func() bool { return runs.Load() == 1 })
+			second := inBackground(c, context.Background(), gs.URL, keyHdr("k"))
+			waitUntil(t, "the second joining", func() bool { return gs.sg.Stats().Joining == 1 })
+			if tt.short == 0 {
+				leave()
+			}
+			b := <-second
+			if b.err != nil || b.status != http.StatusCreated || b.header.Get("X-Run") != "2" || b.header.Get(httpx.HeaderSuperseded) != "" {
+				t.Errorf("the request that joined: %d %v, %v; want 201 from its own run (2), not a replay", b.status, b.header, b.err)
+			}
+			leave()
+			<-first
+			if st := gs.sg.Stats(); st.Joined != 0 {
+				t.Errorf("joined %d; want 0", st.Joined)
+			}
+			checkBooks(t, gs.sg.Stats())
+		})
+	}
+}
+
+// The default scope tells requests apart by their query string and their
+// caller's credentials: a key reused with another query string, another
+// Authorization or another Cookie is not joined to the first (issue 25:
+// another caller received the first caller's body and Set-Cookie).
+func TestServerSupersedeDefaultScope(t *testing.T) {
+	k := func(more map[string]string) map[string]string {
+		h := keyHdr("k")
+		for n, v := range more {
+			h[n] = v
+		}
+		return h
+	}
+	tests := []struct {
+		name       string
+		query      string // of the second request
+		a, b       map[string]string
+		wantJoined bool
+	}{
+		{"the same request", "?to=ann", k(map[string]string{"Authorization": "Bearer ann", "Cookie": "s=1"}), k(map[string]string{"Authorization": "Bearer ann", "Cookie": "s=1"}), true},
+		{"another query string", "?to=bob", k(nil), k(nil), false},
+		{"another Authorization", "?to=ann", k(map[string]string{"Authorization": "Bearer ann"}), k(map[string]string{"Authorization": "Bearer bob"}), false},
+		{"an Authorization and none", "?to=ann", k(map[string]string{"Authorization": "Bearer ann"}), k(nil), false},
+		{"another Cookie", "?to=ann", k(map[string]string{"Cookie": "session=ann"}), k(map[string]string{"Cookie": "session=bob"}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			leakcheck.Check(t)
+			tr := &transfer{hold: newGate(), slow: newGate()}
+			gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(8), Supersede: &admit.SupersedeConfig{}}}, func(w http.ResponseWriter, r *http.Request) {
+				http.SetCookie(w, &http.Cookie{Name: "for", Value: r.URL.Query().Get("to") + "-" + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")})
+				tr.ServeHTTP(w, r)
+			})
+			c := plainClient(t, 4)
+			defer tr.slow.open()
+			first := inBackground(c, context.Background(), gs.URL+"/pay?to=ann", tt.a)
+			waitUntil(t, "the first running", func() bool { return tr.runs.Load() == 1 })
+			second := inBackground(c, context.Background(), gs.URL+"/pay"+tt.query, tt.b)
+			waitUntil(t, "the second joining or running", func() bool {
+				return gs.sg.Stats().Joining == 1 || tr.runs.Load() == 2
+			})
+			tr.slow.open()
+			a, b := <-first, <-second
+			joined := b.header.Get(httpx.HeaderSuperseded) == "joined"
+			if joined != tt.wantJoined || b.status != http.StatusCreated {
+				t.Errorf("second: %d, joined %v; want 201, joined %v", b.status, joined, tt.wantJoined)
+			}
+			if !tt.wantJoined && b.header.Get("Set-Cookie") == a.header.Get("Set-Cookie") && b.header.Get("X-Run") == a.header.Get("X-Run") {
+				t.Errorf("second got the first's response: %v", b.header)
+			}
+			checkBooks(t, gs.sg.Stats())
+		})
+	}
+}
+
+// Over TLS, the default scope tells callers apart by their client
+// certificate: the same key from another certificate is not joined to the
+// first; from the same certificate it is.
+func TestServerSupersedeClientCertificate(t *testing.T) {
+	for _, same := range []bool{true, false} {
+		t.Run(fmt.Sprintf("same certificate %v", same), func(t *testing.T) {
+			leakcheck.Check(t)
+			tr := &transfer{hold: newGate(), slow: newGate()}
+			sg, err := httpx.NewServer(httpx.ServerConfig{Config: admit.Config{Limit: fixed(8), Supersede: &admit.SupersedeConfig{}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewUnstartedServer(sg.Wrap(tr))
+			srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			client := func(cert tls.Certificate) *http.Client {
+				base := srv.Client().Transport.(*http.Transport).Clone()
+				base.TLSClientConfig.Certificates = []tls.Certificate{cert}
+				t.Cleanup(base.CloseIdleConnections)
+				return &http.Client{Transport: base}
+			}
+			ann := selfSigned(t, "ann")
+			ca, cb := client(ann), client(ann)
+			if !same {
+				cb = client(selfSigned(t, "bob"))
+			}
+			defer tr.slow.open()
+			first := inBackground(ca, context.Background(), srv.URL, keyHdr("k"))
+			waitUntil(t, "the first running", func() bool { return tr.runs.Load() == 1 })
+			second := inBackground(cb, context.Background(), srv.URL, keyHdr("k"))
+			waitUntil(t, "the second joining or running", func() bool {
+				return sg.Stats().Joining == 1 || tr.runs.Load() == 2
+			})
+			tr.slow.open()
+			a, b := <-first, <-second
+			if a.err != nil || b.err != nil || b.status != http.StatusCreated {
+				t.Fatalf("first %d, %v; second %d, %v", a.status, a.err, b.status, b.err)
+			}
+			if joined := b.header.Get(httpx.HeaderSuperseded) == "joined"; joined != same {
+				t.Errorf("second joined %v; want %v", joined, same)
+			}
+			checkBooks(t, sg.Stats())
+		})
+	}
+}
+
+// selfSigned returns a client certificate for name, signed by its own key.
+func selfSigned(t *testing.T, name string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

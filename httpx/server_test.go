@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/deadline"
 	"github.com/stormguard/stormguard/httpx"
 	"github.com/stormguard/stormguard/internal/hostspeed"
@@ -172,7 +173,7 @@ func TestServerDeadlineClamp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := make(chan seenCtx, 1)
-			g := startGuarded(t, httpx.ServerConfig{MaxTimeout: tt.maxTimeout}, func(w http.ResponseWriter, r *http.Request) {
+			g := startGuarded(t, httpx.ServerConfig{Config: admit.Config{MaxTimeout: tt.maxTimeout}}, func(w http.ResponseWriter, r *http.Request) {
 				ctx := r.Context()
 				left, ok := deadline.Remaining(ctx, time.Now())
 				got <- seenCtx{left, ok, deadline.Attempt(ctx), deadline.Criticality(ctx)}
@@ -305,7 +306,7 @@ func TestServerExpiredOnArrival(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.header+"/"+tt.minRemain.String(), func(t *testing.T) {
 			var ran names
-			g := startGuarded(t, httpx.ServerConfig{MinRemaining: tt.minRemain}, func(w http.ResponseWriter, r *http.Request) {
+			g := startGuarded(t, httpx.ServerConfig{Config: admit.Config{MinRemaining: tt.minRemain}}, func(w http.ResponseWriter, r *http.Request) {
 				ran.add("handler")
 			})
 			a := call(plainClient(t, 1), context.Background(), g.URL, map[string]string{wire.HeaderTimeout: tt.header})
@@ -372,7 +373,7 @@ func inBackground(c *http.Client, ctx context.Context, url string, hdr map[strin
 func TestServerQueueOrder(t *testing.T) {
 	leakcheck.Check(t)
 	g, ran := newGate(), new(names)
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(1)}, queueHandler(g, ran))
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(1)}}, queueHandler(g, ran))
 	c := plainClient(t, 8)
 	defer g.open()
 	wait := blockSlots(t, gs, c, 1)
@@ -410,11 +411,11 @@ func TestServerQueueExpiry(t *testing.T) {
 		wantAfter    time.Duration // answered no sooner than this after it was sent
 		count        func(httpx.ServerStats) uint64
 	}{
-		{"deadline minus MinRemaining", httpx.ServerConfig{Limit: fixed(1), MinRemaining: 5 * time.Millisecond},
+		{"deadline minus MinRemaining", httpx.ServerConfig{Config: admit.Config{Limit: fixed(1), MinRemaining: 5 * time.Millisecond}},
 			"50m", 504, "", 45 * time.Millisecond, func(st httpx.ServerStats) uint64 { return st.Expired }},
-		{"deadline", httpx.ServerConfig{Limit: fixed(1)},
+		{"deadline", httpx.ServerConfig{Config: admit.Config{Limit: fixed(1)}},
 			"40m", 504, "", 40 * time.Millisecond, func(st httpx.ServerStats) uint64 { return st.Expired }},
-		{"CoDel queue timeout", httpx.ServerConfig{Limit: fixed(1), Queue: shed.Config{Order: shed.AdaptiveLIFO, CoDelTarget: 5 * time.Millisecond, CoDelInterval: 30 * time.Millisecond}},
+		{"CoDel queue timeout", httpx.ServerConfig{Config: admit.Config{Limit: fixed(1), Queue: shed.Config{Order: shed.AdaptiveLIFO, CoDelTarget: 5 * time.Millisecond, CoDelInterval: 30 * time.Millisecond}}},
 			"", 503, "instance", 30 * time.Millisecond, func(st httpx.ServerStats) uint64 { return st.Shed[httpx.ShedQueueTimeout] }},
 	}
 	for _, tt := range tests {
@@ -457,7 +458,7 @@ func TestServerQueueExpiry(t *testing.T) {
 func TestServerQueueFull(t *testing.T) {
 	leakcheck.Check(t)
 	g, ran := newGate(), new(names)
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(1), Queue: shed.Config{Capacity: 1}}, queueHandler(g, ran))
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(1), Queue: shed.Config{Capacity: 1}}}, queueHandler(g, ran))
 	c := plainClient(t, 4)
 	defer g.open()
 	wait := blockSlots(t, gs, c, 1)
@@ -496,7 +497,7 @@ func TestServerQueueFull(t *testing.T) {
 func TestServerQueuedClientLeaves(t *testing.T) {
 	leakcheck.Check(t)
 	g, ran := newGate(), new(names)
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(1)}, queueHandler(g, ran))
+	gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limit: fixed(1)}}, queueHandler(g, ran))
 	c := plainClient(t, 4)
 	defer g.open()
 	wait := blockSlots(t, gs, c, 1)
@@ -651,7 +652,7 @@ func TestServerPermitRelease(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			alg := new(recordingAlg)
-			gs := startGuarded(t, httpx.ServerConfig{Limiter: limit.NewLimiter(alg)}, tt.handler)
+			gs := startGuarded(t, httpx.ServerConfig{Config: admit.Config{Limiter: limit.NewLimiter(alg)}}, tt.handler)
 			ctx := context.Background()
 			if tt.cancelAt > 0 {
 				var cancel context.CancelFunc
@@ -723,18 +724,25 @@ func TestServerConfigValidate(t *testing.T) {
 		ok   bool
 	}{
 		{"zero", httpx.ServerConfig{}, true},
-		{"full", httpx.ServerConfig{MaxTimeout: 5 * time.Second, MinRemaining: time.Millisecond, RetryAfter: 2 * time.Second,
-			Limit: limit.Spec{Kind: limit.KindGradient2}, Queue: shed.Config{Capacity: 10, Order: shed.AdaptiveLIFO}}, true},
-		{"min remaining in the queue only", httpx.ServerConfig{Queue: shed.Config{MinRemaining: time.Millisecond}}, true},
-		{"min remaining agreeing", httpx.ServerConfig{MinRemaining: time.Millisecond, Queue: shed.Config{MinRemaining: time.Millisecond}}, true},
-		{"min remaining disagreeing", httpx.ServerConfig{MinRemaining: time.Millisecond, Queue: shed.Config{MinRemaining: 2 * time.Millisecond}}, false},
-		{"negative max timeout", httpx.ServerConfig{MaxTimeout: -1}, false},
-		{"negative retry after", httpx.ServerConfig{RetryAfter: -1}, false},
-		{"negative min remaining", httpx.ServerConfig{MinRemaining: -1}, false},
-		{"min remaining ≥ max timeout", httpx.ServerConfig{MaxTimeout: time.Second, MinRemaining: time.Second}, false},
-		{"bad queue", httpx.ServerConfig{Queue: shed.Config{Order: "random"}}, false},
-		{"bad limit", httpx.ServerConfig{Limit: limit.Spec{Kind: limit.KindFixed}}, false},
-		{"bad limit ignored with a Limiter", httpx.ServerConfig{Limit: limit.Spec{Kind: limit.KindFixed}, Limiter: limit.NewLimiter(limit.Fixed{N: 2})}, true},
+		{"full", httpx.ServerConfig{
+			Config: admit.Config{
+				MaxTimeout:   5 * time.Second,
+				MinRemaining: time.Millisecond,
+				RetryAfter:   2 * time.Second,
+				Limit:        limit.Spec{Kind: limit.KindGradient2},
+				Queue:        shed.Config{Capacity: 10, Order: shed.AdaptiveLIFO},
+			},
+		}, true},
+		{"min remaining in the queue only", httpx.ServerConfig{Config: admit.Config{Queue: shed.Config{MinRemaining: time.Millisecond}}}, true},
+		{"min remaining agreeing", httpx.ServerConfig{Config: admit.Config{MinRemaining: time.Millisecond, Queue: shed.Config{MinRemaining: time.Millisecond}}}, true},
+		{"min remaining disagreeing", httpx.ServerConfig{Config: admit.Config{MinRemaining: time.Millisecond, Queue: shed.Config{MinRemaining: 2 * time.Millisecond}}}, false},
+		{"negative max timeout", httpx.ServerConfig{Config: admit.Config{MaxTimeout: -1}}, false},
+		{"negative retry after", httpx.ServerConfig{Config: admit.Config{RetryAfter: -1}}, false},
+		{"negative min remaining", httpx.ServerConfig{Config: admit.Config{MinRemaining: -1}}, false},
+		{"min remaining ≥ max timeout", httpx.ServerConfig{Config: admit.Config{MaxTimeout: time.Second, MinRemaining: time.Second}}, false},
+		{"bad queue", httpx.ServerConfig{Config: admit.Config{Queue: shed.Config{Order: "random"}}}, false},
+		{"bad limit", httpx.ServerConfig{Config: admit.Config{Limit: limit.Spec{Kind: limit.KindFixed}}}, false},
+		{"bad limit ignored with a Limiter", httpx.ServerConfig{Config: admit.Config{Limit: limit.Spec{Kind: limit.KindFixed}, Limiter: limit.NewLimiter(limit.Fixed{N: 2})}}, true},
 	}
 	for _, tt := range tests {
 		s, err := httpx.NewServer(tt.cfg)
@@ -754,7 +762,7 @@ func TestShedReasonString(t *testing.T) {
 			t.Errorf("ShedReason(%d) = %q; want %q", r, got, want[r])
 		}
 	}
-	if got := httpx.ShedReason(99).String(); got != "httpx.ShedReason(99)" {
+	if got := httpx.ShedReason(99).String(); got != "admit.ShedReason(99)" {
 		t.Errorf("ShedReason(99) = %q", got)
 	}
 }
@@ -766,11 +774,16 @@ func TestServerOnQueueWait(t *testing.T) {
 	var mu sync.Mutex
 	var waits []time.Duration
 	g, ran := newGate(), new(names)
-	gs := startGuarded(t, httpx.ServerConfig{Limit: fixed(1), OnQueueWait: func(d time.Duration) {
-		mu.Lock()
-		waits = append(waits, d)
-		mu.Unlock()
-	}}, queueHandler(g, ran))
+	gs := startGuarded(t, httpx.ServerConfig{
+		Config: admit.Config{
+			Limit: fixed(1),
+			OnQueueWait: func(d time.Duration) {
+				mu.Lock()
+				waits = append(waits, d)
+				mu.Unlock()
+			},
+		},
+	}, queueHandler(g, ran))
 	c := plainClient(t, 2)
 	defer g.open()
 	wait := blockSlots(t, gs, c, 1)

@@ -23,25 +23,35 @@ import (
 //   - Stormguard-Retries-Exhausted ([wire.ParseExhausted]) sets Exhausted.
 func ParseSignal(h http.Header, now time.Time) retry.Signal {
 	var s retry.Signal
-	if v := h.Get(wire.HeaderRetryAfter); v != "" {
+	if v := first(h, wire.HeaderRetryAfter); v != "" {
 		if d, ok := wire.ParseRetryAfter(v, now); ok {
 			s.Pushback, s.HasPushback = d, true
 		} else {
 			s.BadPushback = true
 		}
 	}
-	if v := h.Get(wire.HeaderAmzRetryAfter); v != "" {
+	if v := first(h, wire.HeaderAmzRetryAfter); v != "" {
 		if d, ok := wire.ParseMillis(v); ok && (!s.HasPushback || d > s.Pushback) {
 			s.Pushback, s.HasPushback = d, true
 		}
 	}
-	if v := h.Get(wire.HeaderOverload); v != "" {
+	if v := first(h, wire.HeaderOverload); v != "" {
 		o, ok := wire.ParseOverload(v)
 		if !ok {
 			o = wire.OverloadInstance
 		}
 		s.Overload = o
 	}
-	s.Exhausted = wire.ParseExhausted(h.Get(wire.HeaderRetriesExhausted))
+	s.Exhausted = wire.ParseExhausted(first(h, wire.HeaderRetriesExhausted))
 	return s
+}
+
+// first is h.Get(key) for a key already in canonical form (the wire
+// package's header names are; TestHeaderNamesCanonical): the value is
+// looked up directly, without canonicalising key again on every call.
+func first(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package httpx_test
 
 import (
 	"net/http"
+	"net/textproto"
 	"testing"
 	"time"
 
@@ -40,6 +41,17 @@ func TestParseSignal(t *testing.T) {
 	for _, tt := range tests {
 		if got := httpx.ParseSignal(tt.header, now); got != tt.want {
 			t.Errorf("%s: ParseSignal(%v) = %+v, want %+v", tt.name, tt.header, got, tt.want)
+		}
+	}
+}
+
+// TestHeaderNamesCanonical: the header names ParseSignal and the Transport
+// look up directly (first) are in canonical form, as net/http stores them.
+func TestHeaderNamesCanonical(t *testing.T) {
+	for _, k := range []string{wire.HeaderRetryAfter, wire.HeaderAmzRetryAfter, wire.HeaderOverload, wire.HeaderRetriesExhausted,
+		wire.HeaderAttempt, wire.HeaderTimeout, wire.HeaderCriticality, httpx.HeaderSuperseded} {
+		if c := textproto.CanonicalMIMEHeaderKey(k); c != k {
+			t.Errorf("%q is not canonical (%q)", k, c)
 		}
 	}
 }

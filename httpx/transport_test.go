@@ -60,15 +60,15 @@ func TestTransportResponses(t *testing.T) {
 		{name: "Retry-After date in the past", replies: []reply{with(503, "Retry-After", "Sun, 06 Nov 1994 08:49:37 GMT"), ok},
 			wantStatus: 200, wantAttempts: 2, wantDelays: []time.Duration{time.Millisecond}},
 		{name: "Retry-After negative", replies: []reply{with(503, "Retry-After", "-5"), ok},
-			wantStatus: 503, wantAttempts: 1, wantErr: true, wantGiveUp: retry.ErrServerSaidStop},
+			wantStatus: 503, wantAttempts: 1, wantExhausted: true, wantErr: true, wantGiveUp: retry.ErrServerSaidStop},
 		{name: "Retry-After malformed", replies: []reply{with(503, "Retry-After", "soon"), ok},
-			wantStatus: 503, wantAttempts: 1, wantErr: true, wantGiveUp: retry.ErrServerSaidStop},
+			wantStatus: 503, wantAttempts: 1, wantExhausted: true, wantErr: true, wantGiveUp: retry.ErrServerSaidStop},
 		{name: "X-Amz-Retry-After honoured", replies: []reply{with(503, "X-Amz-Retry-After", "40"), ok},
 			wantStatus: 200, wantAttempts: 2, wantDelays: []time.Duration{40 * time.Millisecond}},
 		{name: "X-Amz-Retry-After malformed is ignored", replies: []reply{with(503, "X-Amz-Retry-After", "soon"), ok},
 			wantStatus: 200, wantAttempts: 2, wantDelays: []time.Duration{time.Millisecond}},
 		{name: "service overloaded", replies: []reply{with(503, "Stormguard-Overload", "service"), ok},
-			wantStatus: 503, wantAttempts: 1, wantErr: true, wantGiveUp: retry.ErrServerSaidStop},
+			wantStatus: 503, wantAttempts: 1, wantExhausted: true, wantErr: true, wantGiveUp: retry.ErrServerSaidStop},
 		{name: "instance overloaded", replies: []reply{with(503, "Stormguard-Overload", "instance"), ok},
 			wantStatus: 200, wantAttempts: 2, wantDelays: []time.Duration{time.Millisecond}},
 		{name: "unknown overload value counts as instance", replies: []reply{with(503, "Stormguard-Overload", "meltdown"), ok},
@@ -217,7 +217,9 @@ func TestTransportErrors(t *testing.T) {
 
 func TestTransportAttemptTimeout(t *testing.T) {
 	p := fast()
-	p.AttemptTimeout = 50 * time.Millisecond
+	// Long enough for each attempt to reach the server on a busy host: the
+	// test counts the attempts the server saw.
+	p.AttemptTimeout = hostspeed.Scale(50 * time.Millisecond)
 	tr, _, rec := setup(t, p)
 	srv := newServer(t, reply{hang: true})
 
@@ -227,8 +229,8 @@ func TestTransportAttemptTimeout(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("got a response from a server that never answers")
 	}
-	if took := time.Since(start); took > hostspeed.Scale(time.Second) {
-		t.Errorf("took %v, want about 3 × 50ms", took)
+	if took := time.Since(start); took > 3*p.AttemptTimeout+hostspeed.Scale(850*time.Millisecond) {
+		t.Errorf("took %v, want about 3 × %v", took, p.AttemptTimeout)
 	}
 	var gu *retry.GiveUpError
 	if !errors.As(err, &gu) || gu.Attempts != 3 || !errors.Is(err, retry.ErrAttemptsExhausted) ||
@@ -606,7 +608,8 @@ func TestClient(t *testing.T) {
 	}
 }
 
-// The zero Transport sends once through http.DefaultTransport.
+// The zero Transport sends once through http.DefaultTransport, a first
+// try (no Stormguard-Attempt).
 func TestZeroTransport(t *testing.T) {
 	leakcheck.Check(t)
 	srv := newServer(t, reply{status: 503}, reply{status: 200})
