@@ -11,7 +11,7 @@ import (
 
 	"github.com/stormguard/stormguard/analyze"
 	"github.com/stormguard/stormguard/report"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 const analyzeHelp = `Usage: stormguard analyze FILE [--run NAME] [--out DIR] [--json]
@@ -89,7 +89,7 @@ func runAnalyze(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err := atMostOneFile("analyze", pos, true); err != nil {
 		return err
 	}
-	file, err := sim.Load(pos[0])
+	file, err := scenario.Load(pos[0])
 	if err != nil {
 		return badInput(err)
 	}

@@ -19,7 +19,7 @@ import (
 var threeTier = filepath.Join("..", "..", "examples", "three-tier.yaml")
 
 func TestAnalyzeExitStatus(t *testing.T) {
-	bad := filepath.Join("..", "..", "sim", "testdata", "bad-unknown-field.yaml")
+	bad := filepath.Join("..", "..", "sim", "scenario", "testdata", "bad-unknown-field.yaml")
 	for _, c := range []struct {
 		name   string
 		args   []string

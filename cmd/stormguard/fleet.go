@@ -28,7 +28,8 @@ The fleet-wide kill switch and retry budget that stormguard keeps in Redis
 
   show   print the fleet's dials (retries off, shed fraction, limit
          override) and the level of a shared retry budget, as Redis holds
-         them (the processes also hold leases of a few retries each)
+         them (the processes also hold what they were granted and have not
+         spent yet)
   set    change the fleet's dials: every process that watches them
          (fleet.Watch) applies the change within a second, most within a
          few milliseconds. Only the flags given change. Then print the
@@ -47,16 +48,29 @@ Flags of both:
   --json               print one JSON object instead of text
 
 CONNECTION (flags win over the environment):
-  --addr HOST:PORT     Redis address ($STORMGUARD_REDIS_ADDR, else
-                       127.0.0.1:6379)
+  --addr A[,A…]        Redis address HOST:PORT ($STORMGUARD_REDIS_ADDR, else
+                       127.0.0.1:6379); a cluster's nodes, or the sentinels
+  --deployment D       single, cluster or sentinel
+                       ($STORMGUARD_REDIS_DEPLOYMENT, else single)
+  --master NAME        sentinel: the master's name ($STORMGUARD_REDIS_MASTER)
   --user NAME          Redis ACL user ($STORMGUARD_REDIS_USER, else none)
   --password-file F    read the Redis password from the file F (its first
-                       line); else from $STORMGUARD_REDIS_PASSWORD, else
-                       none
-  --password P         the password itself: avoid it, since every user of
-                       the machine sees it in the process list (a warning
-                       says so on stderr)
+                       line); else $STORMGUARD_REDIS_PASSWORD_FILE, else
+                       $STORMGUARD_REDIS_PASSWORD, else none. A password is
+                       never taken from the command line: every user of the
+                       machine sees it in the process list.
+  --tls                use TLS, trusting the system's roots
+                       ($STORMGUARD_REDIS_TLS=1)
+  --tls-ca F           PEM file of the CA of the server's certificate
+                       (implies --tls; $STORMGUARD_REDIS_TLS_CA)
+  --tls-cert F         PEM files of a client certificate and its key, for a
+  --tls-key F          server with tls-auth-clients ($STORMGUARD_REDIS_TLS_CERT,
+                       $STORMGUARD_REDIS_TLS_KEY)
+  --tls-server-name N  the name the server's certificate must hold
+                       ($STORMGUARD_REDIS_TLS_SERVER_NAME)
   --timeout D          give up on Redis after D (default 2s)
+  Sentinels that require a password read it from
+  $STORMGUARD_REDIS_SENTINEL_PASSWORD(_FILE) and $STORMGUARD_REDIS_SENTINEL_USER.
 
 Keep a password file out of repositories and readable by its owner only
 (a warning says so if others can read it).
@@ -67,80 +81,69 @@ Exit status: 0 success, 1 error (Redis unreachable or refusing),
 
 // fleetFlags are the flags shared by the fleet commands.
 type fleetFlags struct {
-	addr, user, password, passwordFile string
-	timeout                            time.Duration
-	budget, dials                      string
-	json                               bool
+	addr, deployment, master, user, passwordFile string
+	tls                                          bool
+	tlsCA, tlsCert, tlsKey, tlsServerName        string
+	password                                     string // refused: see connection
+	timeout                                      time.Duration
+	budget, dials                                string
+	json                                         bool
 }
 
 func (f *fleetFlags) set(fs *flag.FlagSet) {
-	fs.StringVar(&f.addr, "addr", "", "Redis `HOST:PORT`")
+	fs.StringVar(&f.addr, "addr", "", "Redis `HOST:PORT`[,…]")
+	fs.StringVar(&f.deployment, "deployment", "", "single, cluster or sentinel")
+	fs.StringVar(&f.master, "master", "", "sentinel: the master's `NAME`")
 	fs.StringVar(&f.user, "user", "", "Redis ACL user")
-	fs.StringVar(&f.password, "password", "", "Redis password (shows in the process list)")
 	fs.StringVar(&f.passwordFile, "password-file", "", "read the Redis password from `FILE`")
+	fs.StringVar(&f.password, "password", "", "not accepted (use --password-file or the environment)")
+	fs.BoolVar(&f.tls, "tls", false, "use TLS")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM `FILE` of the server certificate's CA")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM `FILE` of a client certificate")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM `FILE` of the client certificate's key")
+	fs.StringVar(&f.tlsServerName, "tls-server-name", "", "the `NAME` the server's certificate must hold")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Second, "give up on Redis after `D`")
 	fs.StringVar(&f.budget, "budget", "default", "the shared budget `NAME`")
 	fs.StringVar(&f.dials, "dials", "default", "the dials `NAME`")
 	fs.BoolVar(&f.json, "json", false, "print JSON")
 }
 
-// client builds the Redis client from the flags, else the environment.
-func (f *fleetFlags) client(password string) *redis.Client {
-	addr := firstNonEmpty(f.addr, os.Getenv("STORMGUARD_REDIS_ADDR"), "127.0.0.1:6379")
-	opts := fleet.ClientOptions(addr, password, f.timeout)
-	opts.Username = firstNonEmpty(f.user, os.Getenv("STORMGUARD_REDIS_USER"))
-	return redis.NewClient(opts)
-}
-
-// maxPasswordFile bounds what --password-file reads.
-const maxPasswordFile = 64 << 10
-
-// resolvePassword returns the password from --password-file, --password or
-// the environment, in that order, and writes warnings to stderr: a
-// password given on the command line, a file others can read.
-func (f *fleetFlags) resolvePassword(stderr io.Writer) (string, error) {
-	if f.passwordFile == "" {
-		if f.password != "" {
-			fmt.Fprintln(stderr, "stormguard fleet: warning: --password shows the password to every user of this machine (the process list); use STORMGUARD_REDIS_PASSWORD or --password-file")
-			return f.password, nil
-		}
-		return os.Getenv("STORMGUARD_REDIS_PASSWORD"), nil
+// connection reads the connection from the environment, the flags given
+// winning, and writes warnings to stderr (a password file others can
+// read). A bad file or setting is bad input.
+func (f *fleetFlags) connection(stderr io.Writer) (fleet.Connection, error) {
+	over := map[string]string{
+		fleet.EnvAddr: f.addr, fleet.EnvDeployment: f.deployment, fleet.EnvMaster: f.master, fleet.EnvUser: f.user,
+		fleet.EnvTLSCA: f.tlsCA, fleet.EnvTLSCert: f.tlsCert, fleet.EnvTLSKey: f.tlsKey, fleet.EnvTLSServerName: f.tlsServerName,
 	}
-	file, err := os.Open(f.passwordFile)
-	if err != nil {
-		return "", badInput(fmt.Errorf("fleet: --password-file: %w", err))
+	if f.tls {
+		over[fleet.EnvTLS] = "1"
 	}
-	defer file.Close()
-	if st, err := file.Stat(); err == nil {
-		if !st.Mode().IsRegular() {
-			return "", badInput(fmt.Errorf("fleet: --password-file %s: not a regular file", f.passwordFile))
-		}
-		if st.Mode().Perm()&0o077 != 0 {
-			fmt.Fprintf(stderr, "stormguard fleet: warning: --password-file %s can be read by other users (mode %v); chmod 600 it\n", f.passwordFile, st.Mode().Perm())
-		}
+	if f.passwordFile != "" {
+		// The flag wins over both variables.
+		over[fleet.EnvPasswordFile] = f.passwordFile
+		over[fleet.EnvPassword] = "\x00unset"
 	}
-	b, err := io.ReadAll(io.LimitReader(file, maxPasswordFile+1))
-	if err != nil {
-		return "", fmt.Errorf("fleet: --password-file %s: %w", f.passwordFile, err)
-	}
-	if len(b) > maxPasswordFile {
-		return "", badInput(fmt.Errorf("fleet: --password-file %s: longer than %d bytes, not a password file", f.passwordFile, maxPasswordFile))
-	}
-	pw, _, _ := strings.Cut(string(b), "\n")
-	pw = strings.TrimSuffix(pw, "\r")
-	if pw == "" {
-		return "", badInput(fmt.Errorf("fleet: --password-file %s: the first line is empty", f.passwordFile))
-	}
-	return pw, nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
+	getenv := func(k string) string {
+		if v := over[k]; v == "\x00unset" {
+			return ""
+		} else if v != "" {
 			return v
 		}
+		return os.Getenv(k)
 	}
-	return ""
+	if pf := getenv(fleet.EnvPasswordFile); pf != "" {
+		if st, err := os.Stat(pf); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(stderr, "stormguard fleet: warning: the password file %s can be read by other users (mode %v); chmod 600 it\n", pf, st.Mode().Perm())
+		}
+	}
+	c, err := fleet.ConnectionFromEnv(getenv)
+	if err != nil {
+		return c, badInput(fmt.Errorf("fleet: %s", strings.ReplaceAll(err.Error(), "\n", "; ")))
+	}
+	c.Timeout = f.timeout
+	c.PoolSize = 1
+	return c, nil
 }
 
 // fleetView is what show prints with --json.
@@ -198,8 +201,8 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Sprintf("fleet %s takes no arguments, got %q (see stormguard fleet --help)", sub, fs.Args())}
 	case f.timeout <= 0:
 		return usageError{fmt.Sprintf("fleet %s: --timeout must be positive, got %v", sub, f.timeout)}
-	case f.password != "" && f.passwordFile != "":
-		return usageError{fmt.Sprintf("fleet %s: give --password-file or --password, not both", sub)}
+	case f.password != "":
+		return usageError{fmt.Sprintf("fleet %s: --password is not accepted: a password on the command line shows in the process list to every user of the machine; use --password-file or STORMGUARD_REDIS_PASSWORD", sub)}
 	}
 
 	var change fleet.DialsChange
@@ -224,20 +227,26 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	password, err := f.resolvePassword(stderr)
+	conn, err := f.connection(stderr)
 	if err != nil {
 		return err
 	}
-	rdb := f.client(password)
+	rdb, err := conn.Client()
+	if err != nil {
+		return badInput(err)
+	}
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	addr := rdb.Options().Addr
+	addr := strings.Join(conn.Addrs, ",")
+	if conn.Deployment != "" && conn.Deployment != fleet.Single {
+		addr += " (" + string(conn.Deployment) + ")"
+	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		var re redis.Error
 		if errors.As(err, &re) {
 			if msg := err.Error(); strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "WRONGPASS") {
-				return fmt.Errorf("refused by Redis at %s, which requires authentication: %w (give the password in STORMGUARD_REDIS_PASSWORD or --password-file)", addr, err)
+				return fmt.Errorf("refused by Redis at %s, which requires authentication: %w (give the password with --password-file, STORMGUARD_REDIS_PASSWORD_FILE or STORMGUARD_REDIS_PASSWORD)", addr, err)
 			}
 			return fmt.Errorf("error from Redis at %s: %w", addr, err)
 		}
@@ -305,21 +314,12 @@ func levelText(l fleet.Level) string {
 	case !l.Exists:
 		return "not in use (no process has joined it, or Redis lost it)"
 	case l.Kind == budget.KindTokenBucket:
-		return fmt.Sprintf("token bucket, %g of %g tokens (%g in the pool, %g leased to %s)%s",
-			l.Tokens, l.Capacity, l.Pool, l.Held, liveProcesses(l.Processes), probationText(l))
+		return fmt.Sprintf("token bucket, %g of %g tokens in the pool (%s, %d waiting for tokens)",
+			l.Pool, l.Capacity, liveProcesses(l.Processes), l.Waiting)
 	default:
-		return fmt.Sprintf("window of %v, %g retries of %g allowed, %d requests (%s)%s",
-			l.Window, l.Retries, l.Allowed, l.Requests, liveProcesses(l.Processes), probationText(l))
+		return fmt.Sprintf("window of %v, %g retries of %g allowed, %d requests (%s, %d waiting for retries)",
+			l.Window, l.Retries, l.Allowed, l.Requests, liveProcesses(l.Processes), l.Waiting)
 	}
-}
-
-// probationText says how long the pool still grants nothing, if it is in a
-// probation.
-func probationText(l fleet.Level) string {
-	if l.Probation.IsZero() {
-		return ""
-	}
-	return fmt.Sprintf("; probation: no grants for %v more (a state new, built again or from another server)", l.Probation.Sub(l.ServerTime).Round(time.Millisecond))
 }
 
 // liveProcesses says "1 live process" or "N live processes".

@@ -19,7 +19,8 @@ import (
 
 // clearFleetEnv makes sure the developer's environment does not leak in.
 func clearFleetEnv(t *testing.T) {
-	for _, k := range []string{"STORMGUARD_REDIS_ADDR", "STORMGUARD_REDIS_PASSWORD", "STORMGUARD_REDIS_USER"} {
+	for _, k := range []string{fleet.EnvAddr, fleet.EnvDeployment, fleet.EnvMaster, fleet.EnvUser, fleet.EnvPassword, fleet.EnvPasswordFile,
+		fleet.EnvSentinelUser, fleet.EnvSentinelPassword, fleet.EnvSentinelPassFile, fleet.EnvTLS, fleet.EnvTLSCA, fleet.EnvTLSCert, fleet.EnvTLSKey, fleet.EnvTLSServerName} {
 		t.Setenv(k, "")
 	}
 }
@@ -56,8 +57,8 @@ func TestFleetSetShow(t *testing.T) {
 	for _, want := range []string{
 		"Redis " + srv.Addr(),
 		`Dials "default": retries OFF, shedding 25% of traffic, no limit override (version 1`,
-		// A new budget: empty for its probation.
-		`Budget "default": token bucket, 0 of 500 tokens (0 in the pool, 0 leased to 1 live process); probation: no grants for `,
+		// A new budget: its pool starts empty.
+		`Budget "default": token bucket, 0 of 500 tokens in the pool (1 live process, 0 waiting for tokens)`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
@@ -109,8 +110,17 @@ func TestFleetPasswordFromEnvironment(t *testing.T) {
 	}
 	t.Setenv("STORMGUARD_REDIS_PASSWORD", "")
 	code, _, errs = runCmd(t, t.Context(), "fleet", "set", "--shed=0", "--password", "s3cret")
-	if code != exitOK || !strings.Contains(errs, "warning: --password shows the password") {
-		t.Errorf("with the password flag: exit %d, stderr %q; want success and a warning", code, errs)
+	if code != exitUsage || !strings.Contains(errs, "--password is not accepted") || !strings.Contains(errs, "process list") {
+		t.Errorf("with the password flag: exit %d, stderr %q; want a usage error that says why", code, errs)
+	}
+	// From a file named in the environment.
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("STORMGUARD_REDIS_PASSWORD_FILE", pw)
+	if code, _, errs := runCmd(t, t.Context(), "fleet", "show"); code != exitOK || errs != "" {
+		t.Errorf("with the password file from the environment: exit %d: %s", code, errs)
 	}
 }
 
@@ -144,11 +154,14 @@ func TestFleetPasswordFile(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--password-file", filepath.Join(dir, "missing")}, exitUsage, "--password-file: open " + filepath.Join(dir, "missing")},
+		{[]string{"--password-file", filepath.Join(dir, "missing")}, exitUsage, "STORMGUARD_REDIS_PASSWORD_FILE: open " + filepath.Join(dir, "missing")},
 		{[]string{"--password-file", write("empty", "\n", 0o600)}, exitUsage, "the first line is empty"},
 		{[]string{"--password-file", dir}, exitUsage, "not a regular file"},
-		{[]string{"--password-file", write("big", strings.Repeat("x", 70<<10), 0o600)}, exitUsage, "not a password file"},
-		{[]string{"--password-file", good, "--password", "s3cret"}, exitUsage, "not both"},
+		{[]string{"--password-file", write("big", strings.Repeat("x", 70<<10), 0o600)}, exitUsage, "longer than 65536 bytes"},
+		{[]string{"--password-file", good, "--password", "s3cret"}, exitUsage, "--password is not accepted"},
+		{[]string{"--tls-cert", good}, exitUsage, "both the certificate and the key"},
+		{[]string{"--addr", "a:1,b:2"}, exitUsage, "2 addresses for one server"},
+		{[]string{"--deployment", "sentinel"}, exitUsage, "needs the master's name"},
 	} {
 		code, _, errs := runCmd(t, t.Context(), append([]string{"fleet", "show"}, c.args...)...)
 		if code != c.code || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
@@ -176,7 +189,7 @@ func TestFleetUsage(t *testing.T) {
 	}
 	for _, args := range [][]string{{"fleet", "--help"}, {"fleet", "show", "-h"}, {"fleet", "set", "--help"}} {
 		code, out, _ := runCmd(t, t.Context(), args...)
-		if code != exitOK || !strings.Contains(out, "STORMGUARD_REDIS_ADDR") || !strings.Contains(out, "STORMGUARD_REDIS_PASSWORD") || !strings.Contains(out, "--password-file") || !strings.Contains(out, "process list") {
+		if code != exitOK || !strings.Contains(out, "STORMGUARD_REDIS_ADDR") || !strings.Contains(out, "STORMGUARD_REDIS_PASSWORD") || !strings.Contains(out, "--password-file") || !strings.Contains(out, "process list") || !strings.Contains(out, "--deployment") || !strings.Contains(out, "--tls-ca") {
 			t.Errorf("%q: exit %d:\n%s", args, code, out)
 		}
 	}
@@ -198,4 +211,54 @@ func TestFleetUnreachable(t *testing.T) {
 	if d, bound := time.Since(start), hostspeed.Scale(2*time.Second); d > bound {
 		t.Errorf("took %v to give up, more than %v", d, bound)
 	}
+}
+
+// TestFleetDeployments: show and set through a Redis Cluster, Sentinel, and
+// TLS with a client certificate as an ACL user, from flags and from the
+// environment.
+func TestFleetDeployments(t *testing.T) {
+	clearFleetEnv(t)
+	t.Run("cluster", func(t *testing.T) {
+		c := redistest.StartCluster(t, 3)
+		addrs := strings.Join(c.Addrs(), ",")
+		if code, out, errs := runCmd(t, t.Context(), "fleet", "set", "--shed", "0.5", "--deployment", "cluster", "--addr", addrs); code != exitOK || !strings.Contains(out, "shedding 50%") {
+			t.Fatalf("set on a cluster: exit %d: %s%s", code, out, errs)
+		}
+		code, out, errs := runCmd(t, t.Context(), "fleet", "show", "--deployment", "cluster", "--addr", addrs)
+		if code != exitOK || !strings.Contains(out, "(cluster)") || !strings.Contains(out, "shedding 50%") {
+			t.Errorf("show on a cluster: exit %d: %s%s", code, out, errs)
+		}
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		set := redistest.StartSentinel(t)
+		t.Setenv(fleet.EnvAddr, strings.Join(set.Addrs(), ","))
+		t.Setenv(fleet.EnvDeployment, "sentinel")
+		t.Setenv(fleet.EnvMaster, set.Name)
+		if code, out, errs := runCmd(t, t.Context(), "fleet", "set", "--retries-off"); code != exitOK || !strings.Contains(out, "retries OFF") {
+			t.Fatalf("set through Sentinel: exit %d: %s%s", code, out, errs)
+		}
+		if got := set.Master.MustDo("HGET", "stormguard:dials:{default}", "retries_off"); got != "1" {
+			t.Errorf("the master holds retries_off %q", got)
+		}
+	})
+	t.Run("tls", func(t *testing.T) {
+		certs := redistest.NewCerts(t)
+		srv := redistest.StartTLS(t, certs, true)
+		srv.MustDo("ACL", "SETUSER", "ops", "on", ">ops-pw", "~stormguard:*", "&stormguard:*", "+@all")
+		pw := filepath.Join(t.TempDir(), "pw")
+		if err := os.WriteFile(pw, []byte("ops-pw\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"--addr", srv.TLSAddr(), "--user", "ops", "--password-file", pw,
+			"--tls-ca", certs.CAFile, "--tls-cert", certs.ClientCert, "--tls-key", certs.ClientKey}
+		code, out, errs := runCmd(t, t.Context(), append([]string{"fleet", "set", "--limit", "9"}, args...)...)
+		if code != exitOK || !strings.Contains(out, "pinned to 9") {
+			t.Fatalf("set over TLS: exit %d: %s%s", code, out, errs)
+		}
+		// Without the client certificate the server refuses.
+		code, _, errs = runCmd(t, t.Context(), append([]string{"fleet", "show"}, args[:6]...)...)
+		if code != exitError {
+			t.Errorf("over TLS without a client certificate: exit %d: %s", code, errs)
+		}
+	})
 }

@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/lab"
-	"github.com/stormguard/stormguard/report"
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 const labHelp = `Usage: stormguard lab [FILE] [--out DIR] [--seed N] [--json]
@@ -81,11 +82,11 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := atMostOneFile("lab", pos, false); err != nil {
 		return err
 	}
-	var file sim.File
+	var file scenario.File
 	if len(pos) == 0 {
 		file, err = lab.Default()
 	} else {
-		file, err = sim.Load(pos[0])
+		file, err = scenario.Load(pos[0])
 	}
 	if err != nil {
 		return badInput(err)
@@ -138,7 +139,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // labRuns runs every run in the lab, one after the other (they would
 // compete for the machine), and in the simulator, and compares them.
-func labRuns(ctx context.Context, runs []sim.RunSpec, stderr io.Writer) (lab.Output, error) {
+func labRuns(ctx context.Context, runs []scenario.RunSpec, stderr io.Writer) (lab.Output, error) {
 	bar := newProgress(stderr, len(runs))
 	defer bar.stop()
 	var out lab.Output
@@ -164,31 +165,14 @@ func labRuns(ctx context.Context, runs []sim.RunSpec, stderr io.Writer) (lab.Out
 }
 
 // printLabTable prints the table of stormguard sim for the lab's runs,
-// in real time rather than virtual time, with advice drawn from the
-// conclusive runs only (an inconclusive run measured its machine).
+// in real time rather than virtual time. Its advice leaves out the
+// inconclusive runs (an inconclusive run measured its machine) and names
+// them, as the report's page does (report.Advice).
 func printLabTable(w io.Writer, out lab.Output, changes map[string][]string, took time.Duration) {
 	var table bytes.Buffer
-	printTable(&table, sim.Output{Scenario: out.Scenario, Description: out.Description, Runs: out.Runs}, changes, took)
+	printTable(&table, result.Output{Scenario: out.Scenario, Description: out.Description, Runs: out.Runs}, changes, took)
 	// The lab's runs take wall-clock time, not the simulator's virtual time.
-	text := strings.Replace(table.String(), " of virtual time ", " in real time on 127.0.0.1 ", 1)
-	var sums []report.Summary
-	var inconclusive []string
-	for _, r := range out.Runs {
-		if r.Verdict == lab.VerdictInconclusive {
-			inconclusive = append(inconclusive, r.Name)
-		} else {
-			sums = append(sums, report.Summarize(r))
-		}
-	}
-	if at := strings.LastIndex(text, "What to change: "); at >= 0 && len(inconclusive) > 0 {
-		advice := fmt.Sprintf("nothing from %s: inconclusive, the machine was starved (see below); run it again on a quieter machine.",
-			strings.Join(inconclusive, ", "))
-		if len(sums) > 0 {
-			advice = report.Advice(sums, changes) + " Not judged: " + advice
-		}
-		text = text[:at] + wrap("What to change: "+advice, "  ") + "\n"
-	}
-	io.WriteString(w, text)
+	io.WriteString(w, strings.Replace(table.String(), " of virtual time ", " in real time on 127.0.0.1 ", 1))
 }
 
 // interrupted is the error of a lab stopped by ctx: "interrupted" (exit

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/lab"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // labTempDir is a temporary directory removed when the test ends, made
@@ -151,18 +151,18 @@ func TestLabQuickRun(t *testing.T) {
 func TestLabInconclusiveOutput(t *testing.T) {
 	rec := 0.0
 	reason := "host starved: timers 38 ms late at p99, service time 2.10× nominal"
-	starved := lab.RunResult{Result: sim.Result{Name: "stormguard", Verdict: "metastable", Why: "goodput was still below 90% of demand at the end",
-		BinS: 1, DurationS: 2, Clients: []sim.ClientSeries{{Name: "users", Bins: make([]sim.ClientBin, 2)}}},
+	starved := lab.RunResult{Result: result.Result{Name: "stormguard", Judgement: result.Judgement{Verdict: "metastable", Why: "goodput was still below 90% of demand at the end"},
+		BinS: 1, DurationS: 2, Clients: []result.ClientSeries{{Name: "users", Bins: make([]result.ClientBin, 2)}}},
 		Host: lab.Host{Starved: true, Reason: reason}}
 	// What RunScenario does to a starved run.
 	starved.Host.MeasuredVerdict, starved.Result.Verdict = "metastable", lab.VerdictInconclusive
 	starved.Result.Why = "inconclusive (" + reason + "); the lab measured metastable: goodput was still below 90% of demand at the end"
-	ok := lab.RunResult{Result: sim.Result{Name: "naive", Verdict: "stable", RecoveryS: &rec, BinS: 1, DurationS: 2,
-		Clients: []sim.ClientSeries{{Name: "users", Bins: make([]sim.ClientBin, 2)}}},
+	ok := lab.RunResult{Result: result.Result{Name: "naive", Judgement: result.Judgement{Verdict: "stable", RecoveryS: &rec}, BinS: 1, DurationS: 2,
+		Clients: []result.ClientSeries{{Name: "users", Bins: make([]result.ClientBin, 2)}}},
 		Host: lab.Host{Reason: "host ok: timers 0.8 ms late at p99, service time 1.00× nominal"}}
 	var out lab.Output
-	out.Add(ok, sim.Result{Name: "naive", Verdict: "stable", RecoveryS: &rec})
-	out.Add(starved, sim.Result{Name: "stormguard", Verdict: "recovered", RecoveryS: &rec})
+	out.Add(ok, result.Result{Name: "naive", Judgement: result.Judgement{Verdict: "stable", RecoveryS: &rec}})
+	out.Add(starved, result.Result{Name: "stormguard", Judgement: result.Judgement{Verdict: "recovered", RecoveryS: &rec}})
 	var b strings.Builder
 	printLabTable(&b, out, nil, time.Second)
 	printLab(&b, out)
@@ -174,7 +174,7 @@ func TestLabInconclusiveOutput(t *testing.T) {
 		"stormguard: host starved: timers 38 ms late at p99, service time 2.10× nominal;",
 		"naive: host ok: timers 0.8 ms late at p99, service time 1.00× nominal;",
 		"stormguard: lab inconclusive (host starved: timers 38 ms late at p99, service time 2.10× nominal), sim recovered; not compared",
-		"Not judged: nothing from stormguard: inconclusive, the machine was starved",
+		"Not judged: stormguard (inconclusive): the evidence does not decide (see why); an inconclusive run measured a starved machine: run it again on a quieter one.",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the output lacks %q:\n%s", want, b.String())

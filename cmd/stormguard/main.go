@@ -1,11 +1,13 @@
 // Command stormguard runs stormguard from the command line: the simulator
 // (sim), thresholds and phase diagrams (sweep), the checklist (analyze), the
-// real-process lab (lab) and the fleet's dials on Redis (fleet).
+// real-process lab (lab), rehearsals against a real service (rehearse) and
+// the fleet's dials on Redis (fleet).
 //
 //	stormguard sim [FILE] [--out DIR] [--seed N] [--json] [--max-events N] [--max-memory SIZE]
 //	stormguard sweep [FILE] [--out DIR] [--json] [--shard I/N] [--workers N] [--max-events N] [--max-memory SIZE]
 //	stormguard analyze FILE [--run NAME] [--out DIR] [--json]
 //	stormguard lab [FILE] [--out DIR] [--seed N] [--json]
+//	stormguard rehearse FILE [--dry-run] [--out DIR] [--json] [--predict] …
 //	stormguard check FILE [--json]
 //	stormguard fleet show|set …
 //	stormguard version (or --version)
@@ -28,7 +30,7 @@ import (
 )
 
 // commandList names the commands in error messages.
-const commandList = "sim, sweep, analyze, lab, check, fleet, version, help"
+const commandList = "sim, sweep, analyze, lab, rehearse, check, fleet, version, help"
 
 // Exit statuses.
 const (
@@ -45,6 +47,7 @@ Usage:
   stormguard sweep [FILE] [--out DIR] [--json] [--shard I/N] [--workers N]
   stormguard analyze FILE [--run NAME] [--out DIR] [--json]
   stormguard lab [FILE] [--out DIR] [--seed N] [--json]
+  stormguard rehearse FILE [--dry-run] [--out DIR] [--json] [--predict]
   stormguard check FILE [--json]
   stormguard fleet show|set [flags]
   stormguard version
@@ -62,6 +65,10 @@ Commands:
   lab       run a scenario with real processes on 127.0.0.1 (load generator,
             app, fault proxy, backend) and compare it with the simulator
             (without FILE, the HotOS '21 toy example, naive and defended)
+  rehearse  rehearse a retry storm against your own service: the scenario's
+            clients send real requests to a real endpoint on 127.0.0.1 with
+            faults on the path and the kill switch turned at the runbook's
+            times, judged as the simulator judges (stormguard help rehearse)
   check     validate a policy file (a service's client policies per
             dependency and its server's defenses, as production loads
             them) and print its effective policy, every default filled in
@@ -152,6 +159,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runFleet(ctx, rest, stdout, stderr)
 	case "lab":
 		return runLab(ctx, rest, stdout, stderr)
+	case "rehearse":
+		return runRehearse(ctx, rest, stdout, stderr)
 	case "check":
 		return runCheck(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
@@ -176,6 +185,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprint(stdout, analyzeHelp)
 		case rest[0] == "lab":
 			fmt.Fprint(stdout, labHelp)
+		case rest[0] == "rehearse":
+			fmt.Fprint(stdout, rehearseHelp)
 		case rest[0] == "check":
 			fmt.Fprint(stdout, checkHelp)
 		case rest[0] == "fleet":
@@ -193,16 +204,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 const versionHelp = `Usage: stormguard version (or stormguard --version)
 
-Prints the module version stormguard was built from ("(devel)" for a build
-inside a checkout; v1.2.3 for go install …@v1.2.3), the VCS revision and
-commit time when the build recorded them ("+dirty": a modified tree), and
-the Go version.
+Prints the version stormguard was built from: the release tag (v1.2.3)
+for go install …@v1.2.3, for a build in a checkout of a tagged commit, or
+for a build with -ldflags "-X main.version=v1.2.3"; "(devel)", or a
+pseudo-version, for an untagged build. Then the VCS revision and commit
+time when the build recorded them ("+dirty": a modified tree), and the Go
+version.
 
 Exit status: 0 success, 2 usage error.
 `
 
 // versionLine is what `stormguard version` prints: the module version the
-// binary was built from ("(devel)" for a build inside a checkout), the VCS
+// binary was built from — the tag of a tagged commit: go install …@v1.2.3,
+// or, since Go 1.24, go build in a checkout whose HEAD is tagged v1.2.3 and
+// clean; a pseudo-version or "(devel)" otherwise — the VCS
 // revision and commit time when the build recorded them (a build from a
 // checkout does, `go install …@v1.2.3` does not: its version says it all),
 // "+dirty" for a build from a modified tree, and the Go version.
@@ -214,9 +229,17 @@ func versionLine() string {
 	return formatVersion(bi)
 }
 
+// version, when set at build time (-ldflags "-X main.version=v1.2.3", as a
+// release build from a source archive without its VCS history does), is
+// the version printed, whatever the build information says.
+var version string
+
 // formatVersion is versionLine on given build information.
 func formatVersion(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
+	if version != "" {
+		v = version
+	}
 	if v == "" {
 		v = "(devel)"
 	}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // runCmd runs the command in-process and returns its exit status, stdout
@@ -33,7 +33,7 @@ func TestSimDefaultJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
-	var got sim.Output
+	var got result.Output
 	if err := dec.Decode(&got); err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +60,12 @@ func TestSimDefaultJSON(t *testing.T) {
 }
 
 func TestSimFlagsAfterFileAndSeed(t *testing.T) {
-	file := filepath.Join("..", "..", "sim", "testdata", "minimal.yaml")
+	file := filepath.Join("..", "..", "sim", "scenario", "testdata", "minimal.yaml")
 	code, out, errs := runCmd(t, t.Context(), "sim", file, "--seed", "7", "--json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var got sim.Output
+	var got result.Output
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestSimOut(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	bad := filepath.Join("..", "..", "sim", "testdata", "bad-unknown-field.yaml")
+	bad := filepath.Join("..", "..", "sim", "scenario", "testdata", "bad-unknown-field.yaml")
 	tests := []struct {
 		name string
 		args []string
@@ -107,7 +107,7 @@ func TestErrors(t *testing.T) {
 		{"no command", nil, exitUsage, "stormguard: defenses against retry storms"},
 		{"unknown command", []string{"simulate"}, exitUsage, `stormguard: unknown command "simulate"`},
 		{"missing file", []string{"sim", "no-such.yaml"}, exitUsage, "stormguard: open no-such.yaml: no such file or directory"},
-		{"bad file", []string{"sim", bad}, exitUsage, "bad-unknown-field.yaml:5: field timout not found in sim.Client"},
+		{"bad file", []string{"sim", bad}, exitUsage, "bad-unknown-field.yaml:5: clients.app.timout: unknown field (want one of name, target,"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +19,8 @@ import (
 	"github.com/stormguard/stormguard/examples"
 	"github.com/stormguard/stormguard/report"
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
+	"github.com/stormguard/stormguard/sim/scenario"
 )
 
 const simHelp = `Usage: stormguard sim [FILE] [--out DIR] [--seed N] [--json] [--max-events N]
@@ -32,18 +33,24 @@ outage starts a retry storm that outlives it, next to the same system
 with stormguard's policy and server defenses. Runs go in parallel on all
 cores.
 
-It prints one line per run: the verdict (stable, recovered, metastable),
-the recovery time after the last trigger, demand and goodput (requests/s)
-after the last trigger, retries (share of attempts), wasted work (share of
-the services' work whose caller had given up) and the requests that gave
-up with their top reason; then one sentence on what to change.
+It prints one line per run: the verdict (stable, recovered, metastable,
+degraded: unhealthy before anything happened to it, or not judged), the
+recovery time and what it counts from (the end of the last trigger, or
+the collapse), demand and goodput (requests/s) after the last trigger,
+retries (share of attempts), wasted work (share of the services' work
+whose caller had given up) and the requests that gave up with their top
+reason; then every client's and service's verdict (a run's is the worst
+client's, or a service's that ended down where its callers did not see
+it), the reasons, and one sentence on what to change (policies, defenses,
+capacity, autoscaling, runbooks: never the scenario's triggers or fault
+rates).
 
 Flags (before or after FILE; -flag and --flag are the same):
   --out DIR   also write a report into DIR (made if missing): index.html,
               one self-contained page with a chart per run; summary.json;
-              and per run RUN.csv (time series), RUN.png and RUN.svg
-              (about 3 kB and 0.3 ms per bin of each series: the limits
-              count it)
+              and per run RUN.csv (time series), RUN.png and RUN.svg (a
+              chart draws at most 2,000 points a line: a longer series is
+              averaged over runs of bins; the limits count the report)
   --seed N    use seed N in every run instead of the file's seeds
               (default 0: keep the file's)
   --json      print one JSON object on stdout instead of the table:
@@ -58,12 +65,13 @@ Flags (before or after FILE; -flag and --flag are the same):
 
 Limits: before it starts, sim estimates from the scenario the events the
 runs would simulate (first tries: rates × duration, users, bursts, bins,
-processes) and the memory they would hold (time series: duration / bin ×
-clients and services; requests in flight: rate × timeout; users; bursts;
-one retrier per process; queues), and refuses, in one line that names the
-key driving the estimate, runs beyond --max-events or --max-memory. A
-scenario file is at most 1 MiB and 1000 runs. Ctrl-C or SIGTERM stops
-any run within a fraction of a second.
+processes) and the memory they would hold (time series: 16 bytes per bin
+and client, the rest of each bin going to a temporary file as it closes;
+requests in flight: rate × timeout; users; bursts; one retrier per
+process; queues), and refuses, in one line that names the key driving
+the estimate, runs beyond --max-events or --max-memory. A scenario file
+is at most 1 MiB and 1000 runs. Ctrl-C or SIGTERM stops any run within a
+fraction of a second.
 
 A progress bar appears on stderr when it is a terminal and the runs take
 more than 2 s.
@@ -242,11 +250,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		name = filepath.Base(file.Path)
 	}
 	start := time.Now()
-	results, err := simulate(ctx, file.Runs, limits, stderr)
+	results, spools, err := simulate(ctx, file.Runs, limits, stderr)
+	defer closeSpools(spools)
 	if err != nil {
 		return refused("sim: "+file.Path+": ", err)
 	}
-	out := sim.Output{Scenario: name, Description: file.Base.Description, Runs: results}
+	out := result.Output{Scenario: name, Description: file.Base.Description, Runs: results}
 	changes := map[string][]string{}
 	for _, r := range file.Runs {
 		changes[r.Name] = r.Changes
@@ -258,7 +267,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	if f.json {
-		return json.NewEncoder(stdout).Encode(out)
+		// Bin by bin, as encoding/json would write out whole: the runs'
+		// series stream from their spools.
+		return result.WriteJSON(stdout, out, false)
 	}
 	printTable(stdout, out, changes, time.Since(start))
 	if f.out != "" {
@@ -312,20 +323,24 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// What --out costs for each bin of each client's and service's series,
-// measured on report.Sim.Write: its tables, charts and page hold about
-// 2.9 kB and take about 0.3 ms of CPU (the time of some 1000 events).
+// What --out costs, measured on report.Sim.Write: for each bin of each
+// client's and service's series, the CSV's row, summary.json's bin and
+// the charts' passes over the spooled series take some tens of
+// microseconds of CPU (counted as 100 events); the charts, drawn one run
+// at a time with at most 2,000 points a line, hold about 10 MB, and each
+// run's PNG, which the page inlines, some 100 kB.
 const (
-	reportBytesPerBin  = 3000
-	reportEventsPerBin = 1000
+	reportEventsPerBin = 100
+	reportBytes        = 16 << 20
+	reportBytesPerRun  = 256 << 10
 )
 
 // checkRuns refuses runs whose estimated cost, all together, exceeds l
-// (see sim.Estimate): their events add up; their memory is what every
-// run's Result holds, and what the workers runs that go at once hold
-// besides. With report (--out), the report's work and memory count too.
-// The error is a *sim.LimitError.
-func checkRuns(runs []sim.RunSpec, l sim.Limits, workers int, report bool) error {
+// (see sim.EstimateSpooled: sim spools the runs' series): their events
+// add up; their memory is what every run's Result holds, and what the
+// workers runs that go at once hold besides. With report (--out), the
+// report's work and memory count too. The error is a *sim.LimitError.
+func checkRuns(runs []scenario.RunSpec, l sim.Limits, workers int, report bool) error {
 	if len(runs) == 0 {
 		return nil
 	}
@@ -333,23 +348,20 @@ func checkRuns(runs []sim.RunSpec, l sim.Limits, workers int, report bool) error
 	var total sim.Cost
 	topE, topM := 0, 0
 	for i, r := range runs {
-		c := sim.Estimate(r.Scenario)
+		c := sim.EstimateSpooled(r.Scenario)
 		if report {
 			s := r.Scenario
-			d, bin := cmp.Or(s.Duration, sim.DefaultDuration), cmp.Or(s.Bin, sim.DefaultBin)
+			d, bin := cmp.Or(s.Duration, scenario.DefaultDuration), cmp.Or(s.Bin, scenario.DefaultBin)
 			n := math.Ceil(float64(d)/float64(bin)) * float64(len(s.Clients)+len(s.Services))
 			why := fmt.Sprintf("--out: the report's tables and charts of %s bins × %d series", formatCount(math.Ceil(float64(d)/float64(bin))), len(s.Clients)+len(s.Services))
 			if e := n * reportEventsPerBin; e > c.Events {
 				c.EventsDriver = why
 			}
 			c.Events += n * reportEventsPerBin
-			if m := n * reportBytesPerBin; m > c.Memory {
-				c.MemoryDriver = why
-			}
-			// The report is written once every run is done: it adds
-			// to what the Results hold.
-			c.Memory += n * reportBytesPerBin
-			c.Series += n * reportBytesPerBin
+			// The report is written once every run is done: its
+			// charts and pages add to what the Results hold.
+			c.Memory += reportBytesPerRun
+			c.Series += reportBytesPerRun
 		}
 		costs[i] = c
 		total.Events += c.Events
@@ -368,6 +380,9 @@ func checkRuns(runs []sim.RunSpec, l sim.Limits, workers int, report bool) error
 	}
 	slices.SortFunc(work, func(a, b float64) int { return cmp.Compare(b, a) })
 	total.Memory = total.Series
+	if report {
+		total.Memory += reportBytes
+	}
 	for _, w := range work[:min(max(workers, 1), len(work))] {
 		total.Memory += w
 	}
@@ -396,7 +411,7 @@ func refused(prefix string, err error) error {
 			flag = "--max-memory"
 		}
 		return usageError{fmt.Sprintf("%s%v; raise it with %s", prefix, err, flag)}
-	case errors.Is(err, sim.ErrFileTooLarge):
+	case errors.Is(err, scenario.ErrFileTooLarge):
 		return usageError{prefix + err.Error()}
 	}
 	return err
@@ -404,20 +419,25 @@ func refused(prefix string, err error) error {
 
 // load reads the scenario file named in pos ("-": standard input), or the
 // embedded default.
-func load(pos []string) (sim.File, error) {
+func load(pos []string) (scenario.File, error) {
 	if len(pos) == 0 {
-		return sim.Parse(examples.DefaultName, examples.Default())
+		return scenario.Parse(examples.DefaultName, examples.Default())
 	}
-	f, err := sim.Load(pos[0])
+	f, err := scenario.Load(pos[0])
 	return f, badInput(err)
 }
 
 // simulate runs every run, at most GOMAXPROCS at once, and returns the
 // results in the order of runs. The first failure cancels the others.
-func simulate(ctx context.Context, runs []sim.RunSpec, limits sim.Limits, stderr io.Writer) ([]sim.Result, error) {
+// Each run's series go to a spool as its bins close (sim.RunSpooled), on a
+// temporary file that nothing else can open (it is removed at once), and
+// its Result reads them back from there: close the spools once the
+// results are written.
+func simulate(ctx context.Context, runs []scenario.RunSpec, limits sim.Limits, stderr io.Writer) ([]result.Result, []*result.Spool, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	results := make([]sim.Result, len(runs))
+	results := make([]result.Result, len(runs))
+	spools := make([]*result.Spool, len(runs))
 	errs := make([]error, len(runs))
 	bar := newProgress(stderr, len(runs))
 	next := make(chan int)
@@ -428,7 +448,8 @@ func simulate(ctx context.Context, runs []sim.RunSpec, limits sim.Limits, stderr
 				if rctx.Err() != nil {
 					continue
 				}
-				r, err := sim.RunWithin(rctx, runs[i].Scenario, runs[i].Name, func(frac float64) { bar.set(i, frac) }, limits)
+				spools[i] = result.NewSpool()
+				r, err := sim.RunSpooled(rctx, runs[i].Scenario, runs[i].Name, func(frac float64) { bar.set(i, frac) }, limits, spools[i])
 				if err != nil {
 					errs[i] = fmt.Errorf("run %s: %w", runs[i].Name, err)
 					cancel()
@@ -446,11 +467,20 @@ func simulate(ctx context.Context, runs []sim.RunSpec, limits sim.Limits, stderr
 	// A failure cancels the other runs: report it, not their cancellation.
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
+			return nil, spools, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("interrupted: %w", err)
+		return nil, spools, fmt.Errorf("interrupted: %w", err)
 	}
-	return results, nil
+	return results, spools, nil
+}
+
+// closeSpools closes the spools simulate made.
+func closeSpools(spools []*result.Spool) {
+	for _, s := range spools {
+		if s != nil {
+			s.Close()
+		}
+	}
 }

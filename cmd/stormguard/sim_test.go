@@ -334,7 +334,7 @@ func TestLimitFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := filepath.Join(dir, "long.yaml")
-	if err := os.WriteFile(long, guarded("duration: 300h\n", "arrivals: {rate: 1}"), 0o644); err != nil {
+	if err := os.WriteFile(long, guarded("duration: 3000h\n", "arrivals: {rate: 1}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -349,9 +349,10 @@ func TestLimitFlags(t *testing.T) {
 		{[]string{"sim", small, "--max-events", "-5"}, exitUsage, `invalid value "-5" for flag -max-events: want a number of events of at least 1`},
 		{[]string{"sim", small, "--max-memory", "lots"}, exitUsage, `invalid value "lots" for flag -max-memory: want a size such as 512MB`},
 		{[]string{"sweep", small, "--max-events", "10", "--no-phase"}, exitUsage, "the sweep would simulate about"},
-		// A report's charts of a million bins: minutes and gigabytes.
+		// A report of ten million bins: the series stream to it, but
+		// writing them takes time.
 		{[]string{"sim", long, "--out", filepath.Join(dir, "report")}, exitUsage,
-			"the run would need about 7.47 GB of memory (--out: the report's tables and charts of 1.08e6 bins × 2 series); the limit is 4 GB; raise it with --max-memory"},
+			"the run would simulate about 2.2e9 events (--out: the report's tables and charts of 1.08e7 bins × 2 series); the limit is 2e9; raise it with --max-events"},
 	} {
 		code, _, errs := runCmd(t, t.Context(), c.args...)
 		if code != c.code || !strings.Contains(memFigure(errs), memFigure(c.want)) || c.want == "" && errs != "" {

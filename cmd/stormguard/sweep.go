@@ -19,7 +19,7 @@ import (
 
 	"github.com/stormguard/stormguard/examples"
 	"github.com/stormguard/stormguard/report"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 	"github.com/stormguard/stormguard/sweep"
 )
 
@@ -472,15 +472,15 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // loadSweep reads the scenario file named in pos, or the embedded example.
-func loadSweep(pos []string) (sim.File, error) {
+func loadSweep(pos []string) (scenario.File, error) {
 	if len(pos) == 0 {
 		data, err := examples.Scenarios.ReadFile(sweepDefaultName)
 		if err != nil {
-			return sim.File{}, fmt.Errorf("the built-in %s is missing: %w", sweepDefaultName, err)
+			return scenario.File{}, fmt.Errorf("the built-in %s is missing: %w", sweepDefaultName, err)
 		}
-		return sim.Parse(sweepDefaultName, data)
+		return scenario.Parse(sweepDefaultName, data)
 	}
-	f, err := sim.Load(pos[0])
+	f, err := scenario.Load(pos[0])
 	return f, badInput(err)
 }
 
@@ -523,37 +523,10 @@ func writeSweepPart(part sweep.Partial, out string, asJSON bool, stdout io.Write
 
 // runSweepMerge is `stormguard sweep merge`.
 func runSweepMerge(args []string, stdout io.Writer) error {
-	var out string
-	var asJSON bool
-	fs := flag.NewFlagSet("sweep merge", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&out, "out", "", "write a report into DIR")
-	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
-	pos, helped, err := parseCommand(fs, args, sweepHelp, stdout)
+	out, asJSON, helped, paths, err := mergeFlags("sweep merge", sweepHelp, args, stdout)
 	if helped || err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return usageError{"sweep merge needs the parts: shard-I-of-N.json files or directories holding them"}
-	}
-	var paths []string
-	for _, p := range pos {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return badInput(err)
-		}
-		if !fi.IsDir() {
-			paths = append(paths, p)
-			continue
-		}
-		found, _ := filepath.Glob(filepath.Join(p, "shard-*-of-*.json"))
-		if len(found) == 0 {
-			return badInput(fmt.Errorf("%s holds no shard-I-of-N.json", p))
-		}
-		paths = append(paths, found...)
-	}
-	sort.Strings(paths)
-	paths = sweepCompact(paths)
 	parts := make([]sweep.Partial, len(paths))
 	for i, p := range paths {
 		if parts[i], err = readSweepPart(p); err != nil {
@@ -749,7 +722,7 @@ func printPhaseTable(w io.Writer, res sweep.Result) {
 }
 
 // sweepTriggerText names a trigger: "outage of db (hold)".
-func sweepTriggerText(t sim.Trigger) string {
+func sweepTriggerText(t scenario.Trigger) string {
 	s := t.Kind
 	if t.Target != "" {
 		s += " of " + t.Target

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/scenario"
 	"github.com/stormguard/stormguard/sweep"
 )
 
@@ -464,9 +464,9 @@ func FuzzSweepPart(f *testing.F) {
 	})
 }
 
-func mustParse(f *testing.F, y string) sim.File {
+func mustParse(f *testing.F, y string) scenario.File {
 	f.Helper()
-	file, err := sim.Parse("tiny.yaml", []byte(y))
+	file, err := scenario.Parse("tiny.yaml", []byte(y))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/report"
-	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sim/result"
 )
 
 // printTable prints the runs as a table a person reads in seconds, a note
 // on the columns, each verdict's reason and the advice (changes: what each
 // run changes in the base scenario, by run name).
-func printTable(w io.Writer, out sim.Output, changes map[string][]string, took time.Duration) {
+func printTable(w io.Writer, out result.Output, changes map[string][]string, took time.Duration) {
 	sums := make([]report.Summary, len(out.Runs))
 	after := 0.0
 	for i, r := range out.Runs {
@@ -42,6 +42,15 @@ func printTable(w io.Writer, out sim.Output, changes map[string][]string, took t
 	fmt.Fprintf(w, "\nDemand and goodput: requests/s %s.\n", when)
 	fmt.Fprintln(w, "Retries: share of attempts at the hop where it is highest (clients', or arriving at a service).")
 	fmt.Fprintln(w, "Wasted: share of the services' work whose caller had already given up.")
+	fmt.Fprintln(w)
+	parts := report.PartsTable(out.Runs)
+	fmt.Fprintln(w, "Verdicts by client and service (a run's is the worst client's, or a service's that ended down unseen):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.ToUpper(strings.Join(append([]string{"run"}, parts.Columns...), "\t")))
+	for _, row := range parts.Rows {
+		fmt.Fprintln(tw, strings.Join(append([]string{row.Run}, row.Cells...), "\t"))
+	}
+	tw.Flush()
 	fmt.Fprintln(w)
 	for _, s := range sums {
 		if s.Why != "" {
