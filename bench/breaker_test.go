@@ -1,14 +1,18 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/failsafe-go/failsafe-go"
 	fscb "github.com/failsafe-go/failsafe-go/circuitbreaker"
+	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/stormguard/stormguard/breaker"
+	"github.com/stormguard/stormguard/retry"
 )
 
 // Every breaker is configured alike, in two shapes:
@@ -143,5 +147,55 @@ func BenchmarkBreakerOpen(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkBreakerInRetry times the breaker where a caller meets it: in the
+// retry loop, a call whose first attempt succeeds, with the breaker closed,
+// against the same loop without a breaker ("plain"). stormguard is retry.Do
+// with the "stormguard" preset (3 attempts, token bucket), which reads the
+// clock only for what needs it: nothing on this path with a consecutive
+// breaker (closed, it needs no time), the time of the call's start and end
+// with a rate breaker (its window is in time). failsafe-go is
+// failsafe.With(retrypolicy (3 attempts), circuitbreaker) against the
+// retry policy alone; its breaker reads the clock itself when it needs to.
+// Shapes as in BenchmarkBreakerClosed.
+func BenchmarkBreakerInRetry(b *testing.B) {
+	for _, shape := range []string{"consecutive", "rate"} {
+		rate := shape == "rate"
+		sgSpec := breaker.Spec{Mode: breaker.Consecutive, Failures: 5, Delay: time.Minute, Probes: 1, Successes: 1}
+		fb := fscb.NewBuilder[any]().WithDelay(time.Minute).WithSuccessThreshold(1)
+		if rate {
+			sgSpec = breaker.Spec{Mode: breaker.Rate, FailureRate: 0.5, MinCalls: 20, Window: 10 * time.Second, Buckets: 10,
+				Delay: time.Minute, Probes: 1, Successes: 1}
+			fb = fb.WithFailureRateThreshold(0.5, 20, 10*time.Second)
+		} else {
+			fb = fb.WithFailureThreshold(5)
+		}
+		ok := func() error { return nil }
+		ctx := context.Background()
+		for _, v := range []struct {
+			name string
+			call func() error
+		}{
+			{"stormguard/plain", func() func() error {
+				r := retry.MustNew(stormguardPolicy(false))
+				return func() error { return retry.Do(ctx, r, func(context.Context) error { return ok() }) }
+			}()},
+			{"stormguard/breaker", func() func() error {
+				r := retry.MustNew(stormguardPolicy(false), retry.WithBreaker(breaker.MustNew(sgSpec)))
+				return func() error { return retry.Do(ctx, r, func(context.Context) error { return ok() }) }
+			}()},
+			{"failsafe/plain", func() func() error {
+				ex := failsafe.With[any](retrypolicy.NewBuilder[any]().WithMaxAttempts(3).WithBackoff(time.Millisecond, time.Second).Build())
+				return func() error { return ex.Run(ok) }
+			}()},
+			{"failsafe/breaker", func() func() error {
+				ex := failsafe.With[any](retrypolicy.NewBuilder[any]().WithMaxAttempts(3).WithBackoff(time.Millisecond, time.Second).Build(), fb.Build())
+				return func() error { return ex.Run(ok) }
+			}()},
+		} {
+			b.Run(shape+"/"+v.name, func(b *testing.B) { timeCalls(b, v.call, false, nil) })
+		}
 	}
 }

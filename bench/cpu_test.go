@@ -36,3 +36,32 @@ func (m cpuMeter) report(b *testing.B, ops, attempts int) {
 		b.ReportMetric(cpu/float64(attempts), "cpu-ns/attempt")
 	}
 }
+
+// timeCalls times call in b's loop, failing the benchmark when whether it
+// returns an error is not wantErr, and reports allocations and the CPU time
+// a call; when attempts is not nil it counts the attempts the calls made
+// (the caller's function increments it), and the CPU time, the wall time
+// and the number of attempts are reported per attempt too.
+func timeCalls(b *testing.B, call func() error, wantErr bool, attempts *int) {
+	if attempts != nil {
+		*attempts = 0
+	}
+	b.ReportAllocs()
+	calls := 0
+	cpu := startCPU()
+	for b.Loop() {
+		if err := call(); (err != nil) != wantErr {
+			b.Fatalf("err = %v, want an error: %v", err, wantErr)
+		}
+		calls++
+	}
+	if attempts == nil {
+		cpu.report(b, calls, 0)
+		return
+	}
+	cpu.report(b, calls, *attempts)
+	if *attempts > 0 {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(*attempts), "ns/attempt")
+		b.ReportMetric(float64(*attempts)/float64(calls), "attempts/op")
+	}
+}
