@@ -367,6 +367,11 @@ func (w *Watcher) apply(s DialsState) {
 	w.d.SetRetriesDisabled(s.RetriesOff)
 	_ = w.d.SetShedFraction(s.ShedFraction) // checked by parseDials
 	_ = w.d.SetLimitOverride(s.LimitOverride)
+	at := s.Updated
+	if at.IsZero() {
+		at = time.Now()
+	}
+	w.d.NoteChange(killswitch.Change{At: at, Origin: killswitch.OriginFleet, By: "fleet " + w.name})
 	w.version.Store(s.Version)
 	w.applied.Add(1)
 	w.log.Info("fleet dials: applied", "version", s.Version, "retries_off", s.RetriesOff, "shed_fraction", s.ShedFraction, "limit_override", s.LimitOverride)

@@ -177,6 +177,22 @@ func TestForgedAnnouncementIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, hostspeed.Scale(time.Second), "the real change", func() bool { return d.RetriesDisabled() })
+	// The watcher records what it applied as the fleet's change (what the
+	// dials' metrics export as origin="fleet"), at Redis's time; a change
+	// made in the process afterwards is local again.
+	st, err := GetDials(t.Context(), rdb, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d.LastChange()
+	want := killswitch.Change{At: st.Updated, Origin: killswitch.OriginFleet, By: "fleet " + name}
+	if !got.At.Equal(want.At) || got.Origin != want.Origin || got.By != want.By {
+		t.Fatalf("last change after the watcher applied version %d: got %+v, want %+v", st.Version, got, want)
+	}
+	d.SetRetriesDisabled(false)
+	if got := d.LastChange(); got.Origin != killswitch.OriginLocal {
+		t.Fatalf("last change after a local setter: origin %v, want local", got.Origin)
+	}
 }
 
 // TestWatcherRedisRestart: the dials keep their value while Redis is down

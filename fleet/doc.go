@@ -86,11 +86,11 @@
 // heartbeat (0.1 a second); one that retries now and then, one more per
 // retry; one that retries often, one per LeaseSize of retries. Measured
 // with 1,000 processes at 20 requests a second on one redis-server
-// (bench/fleetload; BENCHMARKS.md): 1 % of attempts failing, 0.24 round
-// trips per process per second, 0.06 of a core; half of them failing, about
-// 1,700 round trips a second in all, whatever the fleet's size beyond a few
-// hundred, 0.25 of a core. A round trip runs one script of about thirty
-// commands inside Redis.
+// (bench/fleetload; BENCHMARKS.md, 2026-12-07): 1 % of attempts failing,
+// 0.24 round trips per process per second, 0.06-0.07 of a core; half of
+// them failing, 1,063-1,242 round trips a second in all (the stormguard and
+// aws-2026 presets), 0.22 of a core. A round trip runs one script of 28 to
+// 33 commands inside Redis.
 //
 // # The bound
 //
@@ -193,7 +193,8 @@
 // or stale PUBLISH changes nothing Redis does not hold. Dials Redis lost (a
 // restart without persistence) leave the local dials as they are. Measured
 // with 1,000 watchers over four OS processes (bench/fleetload -dials): a
-// change reached all of them within 112 ms through pub/sub, within 500 ms by
+// change reached all of them within 62-133 ms through pub/sub (five
+// changes), within 500 ms by
 // polling alone; watching costs Redis two HMGET a second per watcher (0.1 of
 // a core for 1,000) and one more per watcher for each change. The command
 // line does the same:

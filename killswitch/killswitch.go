@@ -73,13 +73,10 @@ func (d *Dials) LastChange() Change {
 }
 
 // NoteChange records c as the dials' last change, replacing what the
-// setters recorded: call it after changing the dials on behalf of someone
-// (the admin endpoint does, with its client's address), or after a
-// fleet.Watcher applied the fleet's dials — from its WatchConfig.OnChange:
-//
-//	OnChange: func(s fleet.DialsState) {
-//		dials.NoteChange(killswitch.Change{At: s.Updated, Origin: killswitch.OriginFleet, By: "fleet default"})
-//	}
+// setters recorded: call it after changing the dials on behalf of someone.
+// The admin endpoint does, with its client's address; a fleet.Watcher does
+// after it applied the fleet's dials (OriginFleet, "fleet NAME", at the
+// time Redis stamped the change).
 func (d *Dials) NoteChange(c Change) { d.last.Store(&c) }
 
 // changed records a change made in this process through a setter, stamped

@@ -18,9 +18,9 @@ import (
 //	                                                        local, fleet (none, 0, if never)
 //
 // The last change's series carries its origin as a label: one series at a
-// time, the current origin's. A change made through a fleet.Watcher shows
-// as local unless its WatchConfig.OnChange records it with
-// [killswitch.Dials.NoteChange] (see there). Nothing runs between scrapes.
+// time, the current origin's: fleet for the dials a fleet.Watcher applied
+// (it records them so), local for the process's own admin endpoint or code.
+// Nothing runs between scrapes.
 // It returns the registry's error if reg refuses the collector;
 // registering the same target twice is such an error.
 func RegisterDials(reg prometheus.Registerer, l Labels, d *killswitch.Dials) error {

@@ -28,9 +28,10 @@ import (
 //	               percentile is within 20 % of it, else exponential)
 //	workers        capacity × service time (Little's law at saturation)
 //	capacity       the most successes per second a level reached
-//	queue          unbounded, or, when the service refused requests at a
-//	               level (a status of overload, or connection errors),
-//	               the concurrency it refused at less the workers
+//	queue          unbounded, or, when more than 10 % of a level's
+//	               requests failed (any error: a status of 400 or more,
+//	               a timeout, a connection error), the concurrency of that
+//	               level less the workers
 //
 // The probe's rate is capped at twice the scenario's peak (and the rate
 // limit): beyond that the capacity is "at least" what it measured, and

@@ -82,7 +82,7 @@ func startNginx(t testing.TB, upstream string, maxConns, rate, burst int) string
 	if err != nil {
 		if bin, err = exec.LookPath("/usr/sbin/nginx"); err != nil {
 			if ci {
-				t.Fatal("nginx is not installed (.ci/run installs Debian's nginx-light)")
+				t.Fatal("nginx is not installed (.ci/run installs Debian's nginx)")
 			}
 			t.Skip("nginx is not installed")
 		}

@@ -76,7 +76,8 @@ func (sb *switchboard) close() {
 }
 
 // save reads the dials the steps will turn, before the run. A dial it
-// cannot read fails the run before any load is sent: a rehearsal whose
+// cannot read fails the run before the storm's load is sent (the preflight's
+// probes come before it): a rehearsal whose
 // off switch does not answer should not start.
 func (sb *switchboard) save(ctx context.Context) error {
 	var errs []error

@@ -212,8 +212,8 @@ var presets = map[string]func() Policy{
 	// clock on the success path; pushback clamped to [backoff, backoff +
 	// 5 s], never past 30 s; deadline-aware with a learned attempt time;
 	// honours every server signal. Budget: retries ≤ a tenth of the first
-	// tries that succeeded, plus a burst of 10: at most 10 % of the attempts
-	// sent (1/11 once the burst is spent), whether the retries succeed or
+	// tries that succeeded, plus a burst of 10: once the burst is spent, at
+	// most 10 % of the attempts sent (1/11), whether the retries succeed or
 	// not (seed 000's rule, as a ceiling).
 	"stormguard": func() Policy {
 		return Policy{MaxAttempts: 3,

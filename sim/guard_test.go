@@ -206,7 +206,7 @@ func caches(n, keys int) string {
 }
 
 // TestEstimateMatchesTheSimulator: the estimate of memory is never below
-// what the simulator really holds, and at most 6 times it, for each
+// what the simulator really holds, and at most 8 times it, for each
 // mechanism that holds memory (requests in flight, people, processes,
 // time series, keyed caches, replicas, an autoscaler's maximum, a
 // runbook's replicas, mixtures); the estimate of events is of the right
@@ -219,6 +219,10 @@ func TestEstimateMatchesTheSimulator(t *testing.T) {
 		name, yaml string
 	}{
 		{"pending", "name: m\nduration: 2s\nclients: [{name: a, target: s, timeout: 1h, arrivals: {kind: burst, count: 60000, at: 0s}}]\n" +
+			"services: [{name: s, workers: 1, service_time: {mean: 1h}, queue: {capacity: 1048576}}]\n"},
+		// Work queued for callers that left: 1 s timeouts, a queue that
+		// only grows (one worker of 1 h), 60,000 arrivals in 60 s.
+		{"orphaned queue", "name: m\nduration: 60s\nclients: [{name: a, target: s, timeout: 1s, arrivals: {rate: 1000}}]\n" +
 			"services: [{name: s, workers: 1, service_time: {mean: 1h}, queue: {capacity: 1048576}}]\n"},
 		{"two tiers", "name: m\nduration: 2s\nclients: [{name: a, target: s, timeout: 1h, arrivals: {kind: burst, count: 30000, at: 0s}}]\n" +
 			"services: [{name: s, workers: 1000000, service_time: {mean: 0s}, calls: [{service: d, timeout: 1h}]}, {name: d, workers: 1, service_time: {mean: 1h}, queue: {capacity: 1048576}}]\n"},
@@ -247,7 +251,13 @@ func TestEstimateMatchesTheSimulator(t *testing.T) {
 			s := parseOne(t, c.yaml)
 			est := Estimate(s)
 			got, _ := peakHeap(t, s)
-			if est.Memory < got || est.Memory > 6*got {
+			// 8: a request queued while its caller waits is counted by
+			// both its client's term and its queue's (the queue's term is
+			// there for work whose callers left, which the clients' terms
+			// do not see), and the heap measured here varies by a third
+			// with where the collector's cycle falls: "pending" measured
+			// 23.8-32.2 MB against its 154 MB (4.8-6.5 times).
+			if est.Memory < got || est.Memory > 8*got {
 				t.Errorf("memory: estimate %s (%s), measured %s", bytesText(est.Memory), est.MemoryDriver, bytesText(got))
 			}
 			t.Logf("memory: estimate %s, measured %s", bytesText(est.Memory), bytesText(got))
@@ -262,7 +272,7 @@ func TestEstimateMatchesTheSimulator(t *testing.T) {
 		defer sp.Close()
 		est := EstimateSpooled(s)
 		got, _ := peakHeapOf(t, s, sp)
-		if est.Memory < got || est.Memory > 6*got {
+		if est.Memory < got || est.Memory > 8*got {
 			t.Errorf("memory: estimate %s (%s), measured %s", bytesText(est.Memory), est.MemoryDriver, bytesText(got))
 		}
 		if in := Estimate(s).Memory; est.Memory > in/4 {
