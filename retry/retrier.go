@@ -31,6 +31,11 @@ type Retrier struct {
 	// where the compiler can inline them (BeginAt is empty), instead of
 	// through the interface.
 	bucket *budget.TokenBucket
+	// unlimited: budget is budget.Unlimited, whose methods do nothing
+	// and grant every retry (with unlimitedTicket): the hot paths skip
+	// the calls through the interface. Decided once in New.
+	unlimited       bool
+	unlimitedTicket budget.Ticket
 	// plainEnd: a successful attempt's EndAt has nothing to do but reward
 	// bucket (non-nil, no breaker, no hooks) unless it learns the
 	// attempt's time. Decided once in New.
@@ -225,6 +230,10 @@ func New(p Policy, opts ...Option) (*Retrier, error) {
 		r.budget = b
 	}
 	r.bucket, _ = r.budget.(*budget.TokenBucket)
+	if u, ok := r.budget.(budget.Unlimited); ok {
+		r.unlimited = true
+		r.unlimitedTicket, _ = u.RetryAt(time.Time{}, budget.Transient)
+	}
 	r.plainEnd = r.bucket != nil && r.breaker == nil && !r.hasHooks
 	r.stopsRetries = r.breaker != nil && r.breaker.Spec().Stops == breaker.StopsRetries
 	if r.dials == nil {
@@ -308,6 +317,16 @@ type Decision struct {
 func (r *Retrier) StartAt(now, deadline time.Time) Call {
 	r.budget.BeginAt(now) // not r.begin: StartAt must stay small enough to inline
 	return Call{attempt: 1, deadline: deadline, started: now, first: now}
+}
+
+// StartInto is [Retrier.StartAt] for a Call the caller keeps in place (in
+// a record of its own, say): it sets *c to the Call StartAt would return,
+// without returning 128 bytes for the caller to copy.
+func (r *Retrier) StartInto(c *Call, now, deadline time.Time) {
+	if !r.unlimited {
+		r.budget.BeginAt(now) // not r.begin: StartInto must stay small enough to inline
+	}
+	*c = Call{attempt: 1, deadline: deadline, started: now, first: now}
 }
 
 // StartContext is StartAt for a shell that has the request's context: the
@@ -437,7 +456,7 @@ func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64
 	}
 	if r.bucket != nil {
 		r.bucket.EndAt(now, o, c.ticket) // a direct call, not through the interface
-	} else {
+	} else if !r.unlimited {
 		r.budget.EndAt(now, o, c.ticket)
 	}
 	// The attempt's duration is read only by learning and the hooks;
@@ -518,7 +537,10 @@ func (r *Retrier) decide(now time.Time, c *Call, cls Class, sig Signal, u float6
 	if cls == Throttling {
 		bo = &r.throttle
 	}
-	d := bo.Delay(c.attempt, c.prev, u)
+	var d time.Duration // backoff.None's delay, without the call
+	if bo.Kind != backoff.None {
+		d = bo.Delay(c.attempt, c.prev, u)
+	}
 	if sig.HasPushback && !r.p.Pushback.Ignore {
 		d = r.clampPushback(d, sig.Pushback)
 	}
@@ -535,9 +557,12 @@ func (r *Retrier) decide(now time.Time, c *Call, cls Class, sig Signal, u float6
 			return 0, ErrBreakerOpen
 		}
 	}
-	t, ok := r.budget.RetryAt(now, cls.cause())
-	if !ok {
-		return 0, ErrBudgetExhausted
+	t := r.unlimitedTicket
+	if !r.unlimited {
+		var ok bool
+		if t, ok = r.budget.RetryAt(now, cls.cause()); !ok {
+			return 0, ErrBudgetExhausted
+		}
 	}
 	c.ticket = t
 	c.prev = d

@@ -356,3 +356,46 @@ func TestSamples(t *testing.T) {
 		})
 	}
 }
+
+// unlimitedViaIface is budget.Unlimited under another type: a retrier does
+// not know it for Unlimited and calls its methods through the interface.
+type unlimitedViaIface struct{ budget.Unlimited }
+
+// TestUnlimitedSkipsBudget: a retrier whose budget is budget.Unlimited skips
+// the budget's calls (BeginAt, EndAt, RetryAt) on its hot paths; its Calls
+// and decisions are those of one that makes them through the interface.
+// StartInto fills a used Call as StartAt builds one.
+func TestUnlimitedSkipsBudget(t *testing.T) {
+	for _, p := range []Policy{constPolicy(3, 0), constPolicy(4, 20*time.Millisecond)} {
+		p.Budget = budget.Spec{Kind: budget.KindNone}
+		fast := MustNew(p)
+		slow := MustNew(p, WithBudget(unlimitedViaIface{}))
+		if !fast.unlimited || slow.unlimited {
+			t.Fatalf("unlimited: %v and %v, want true and false", fast.unlimited, slow.unlimited)
+		}
+		for _, dl := range []time.Time{{}, t0.Add(time.Second)} {
+			var a, b Call
+			a.attempt, a.prev, a.took, a.ticket = 7, time.Second, time.Second, budget.NewTicket(5)
+			fast.StartInto(&a, t0, dl)
+			b = slow.StartAt(t0, dl)
+			if a != b {
+				t.Fatalf("StartInto: %+v, StartAt: %+v", a, b)
+			}
+			now := t0
+			for i, cls := range []Class{Timeout, Transient, Throttling, Timeout} {
+				now = now.Add(10 * time.Millisecond)
+				da := fast.EndAt(now, &a, cls, Signal{}, 0.5)
+				db := slow.EndAt(now, &b, cls, Signal{}, 0.5)
+				if da != db || a != b {
+					t.Fatalf("attempt %d: %+v %+v against %+v %+v", i+1, da, a, db, b)
+				}
+				if !da.Retry {
+					break
+				}
+				now = now.Add(da.Delay)
+				fast.NextAt(now, &a)
+				slow.NextAt(now, &b)
+			}
+		}
+	}
+}

@@ -637,7 +637,7 @@ func (f *fastRun) newRequest(l *fastLane, ci int32, next bool) {
 		dl = wall(deadline)
 	}
 	wt := wall(now)
-	r.call = e.retriers[proc].StartAt(wt, dl)
+	e.retriers[proc].StartInto(&r.call, wt, dl)
 	if deadline != 0 && now >= deadline {
 		// Nothing left of the caller's deadline: fail locally, send nothing.
 		d := e.retriers[proc].EndAt(wt, &r.call, retry.Canceled, retry.Signal{}, 0)
