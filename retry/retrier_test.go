@@ -399,3 +399,37 @@ func TestUnlimitedSkipsBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestDeafIgnoresSignal: a policy that ignores pushback and signals alike
+// (the naive and aws-legacy presets; EndAt skips the Signal) decides on
+// every signal as on none; one that ignores only one of them still hears
+// the other.
+func TestDeafIgnoresSignal(t *testing.T) {
+	sigs := []Signal{
+		{BadPushback: true},
+		{HasPushback: true, Pushback: 300 * time.Millisecond},
+		{Overload: wire.OverloadService},
+		{Exhausted: true},
+		{Overload: wire.OverloadInstance, HasPushback: true, Pushback: time.Second},
+	}
+	for _, ignore := range [][2]bool{{true, true}, {true, false}, {false, true}} {
+		p := constPolicy(3, 20*time.Millisecond)
+		p.Pushback.Ignore, p.IgnoreSignals = ignore[0], ignore[1]
+		r := MustNew(p)
+		if r.deaf != (ignore[0] && ignore[1]) {
+			t.Fatalf("ignore %v: deaf = %v", ignore, r.deaf)
+		}
+		c := r.StartAt(t0, time.Time{})
+		none := r.EndAt(t0, &c, Transient, Signal{}, 0.5)
+		heard := 0
+		for _, sig := range sigs {
+			c := r.StartAt(t0, time.Time{})
+			if d := r.EndAt(t0, &c, Transient, sig, 0.5); d != none {
+				heard++
+			}
+		}
+		if r.deaf != (heard == 0) {
+			t.Errorf("ignore pushback %v, signals %v: %d of %d signals changed the decision", ignore[0], ignore[1], heard, len(sigs))
+		}
+	}
+}
