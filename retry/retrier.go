@@ -31,6 +31,11 @@ type Retrier struct {
 	// where the compiler can inline them (BeginAt is empty), instead of
 	// through the interface.
 	bucket *budget.TokenBucket
+	// unlimited: budget is budget.Unlimited, whose methods do nothing
+	// and grant every retry (with unlimitedTicket): the hot paths skip
+	// the calls through the interface. Decided once in New.
+	unlimited       bool
+	unlimitedTicket budget.Ticket
 	// plainEnd: a successful attempt's EndAt has nothing to do but reward
 	// bucket (non-nil, no breaker, no hooks) unless it learns the
 	// attempt's time. Decided once in New.
@@ -48,7 +53,14 @@ type Retrier struct {
 	// needClock: the success path must read the clock (a time-windowed
 	// budget). Decided once in New.
 	needClock bool
-	learned   atomic.Int64 // EWMA of successful attempt latency, ns; 0 = none yet
+	// timesAttempts: EndAt takes the attempt's duration (for learning or
+	// the hooks). Decided once in New.
+	timesAttempts bool
+	// deaf: the policy ignores pushback and signals (Pushback.Ignore and
+	// IgnoreSignals): EndAt does not look at the Signal. Decided once in
+	// New.
+	deaf    bool
+	learned atomic.Int64 // EWMA of successful attempt latency, ns; 0 = none yet
 }
 
 // Hooks observe a retrier. Every field may be nil; unset hooks cost nothing.
@@ -225,6 +237,10 @@ func New(p Policy, opts ...Option) (*Retrier, error) {
 		r.budget = b
 	}
 	r.bucket, _ = r.budget.(*budget.TokenBucket)
+	if u, ok := r.budget.(budget.Unlimited); ok {
+		r.unlimited = true
+		r.unlimitedTicket, _ = u.RetryAt(time.Time{}, budget.Transient)
+	}
 	r.plainEnd = r.bucket != nil && r.breaker == nil && !r.hasHooks
 	r.stopsRetries = r.breaker != nil && r.breaker.Spec().Stops == breaker.StopsRetries
 	if r.dials == nil {
@@ -233,6 +249,8 @@ func New(p Policy, opts ...Option) (*Retrier, error) {
 	if r.rand == nil {
 		r.rand = defaultRand
 	}
+	r.timesAttempts = r.p.LearnAttemptTime || r.hasHooks
+	r.deaf = r.p.Pushback.Ignore && r.p.IgnoreSignals
 	r.needClock = needsClock(r.budget) || r.hooks.OnEvent != nil || r.breaker != nil && r.breaker.Spec().Mode == breaker.Rate
 	return r, nil
 }
@@ -308,6 +326,16 @@ type Decision struct {
 func (r *Retrier) StartAt(now, deadline time.Time) Call {
 	r.budget.BeginAt(now) // not r.begin: StartAt must stay small enough to inline
 	return Call{attempt: 1, deadline: deadline, started: now, first: now}
+}
+
+// StartInto is [Retrier.StartAt] for a Call the caller keeps in place (in
+// a record of its own, say): it sets *c to the Call StartAt would return,
+// without returning 128 bytes for the caller to copy.
+func (r *Retrier) StartInto(c *Call, now, deadline time.Time) {
+	if !r.unlimited {
+		r.budget.BeginAt(now) // not r.begin: StartInto must stay small enough to inline
+	}
+	*c = Call{attempt: 1, deadline: deadline, started: now, first: now}
 }
 
 // StartContext is StartAt for a shell that has the request's context: the
@@ -427,25 +455,27 @@ func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64
 	if r.breaker != nil {
 		r.breakerEnd(now, c, cls)
 	}
-	// Tell the budget how the attempt ended.
-	o := budget.Ignore
-	switch {
-	case cls == Success:
-		o = budget.Success
-	case cls.Retryable():
-		o = budget.Failure
-	}
-	if r.bucket != nil {
-		r.bucket.EndAt(now, o, c.ticket) // a direct call, not through the interface
-	} else {
-		r.budget.EndAt(now, o, c.ticket)
+	if !r.unlimited {
+		// Tell the budget how the attempt ended.
+		o := budget.Ignore
+		switch {
+		case cls == Success:
+			o = budget.Success
+		case cls.Retryable():
+			o = budget.Failure
+		}
+		if r.bucket != nil {
+			r.bucket.EndAt(now, o, c.ticket) // a direct call, not through the interface
+		} else {
+			r.budget.EndAt(now, o, c.ticket)
+		}
 	}
 	// The attempt's duration is read only by learning and the hooks;
 	// time.Time.Sub is not free, so it is not taken without them.
 	var took time.Duration
 	// now first: a shell that did not read the clock passes the zero Time,
 	// and c.started, just written, is then not read back.
-	if (r.p.LearnAttemptTime || r.hasHooks) && !now.IsZero() && !c.started.IsZero() {
+	if r.timesAttempts && !now.IsZero() && !c.started.IsZero() {
 		took = now.Sub(c.started)
 	}
 	if cls == Success {
@@ -463,54 +493,47 @@ func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64
 		c.ended(now)
 		r.attempted(c, cls, took)
 	}
-	d, reason := r.decide(now, c, cls, sig, u)
-	if reason != nil {
-		return Decision{Reason: reason}
-	}
-	if r.hasHooks {
-		if r.hooks.OnRetry != nil {
-			r.hooks.OnRetry(c.attempt, d)
-		}
-		r.event(c, Event{Kind: EventRetry, Attempt: c.attempt, Delay: d})
-	}
-	return Decision{Retry: true, Delay: d}
-}
-
-func (r *Retrier) decide(now time.Time, c *Call, cls Class, sig Signal, u float64) (time.Duration, error) {
+	// Whether to retry, and after what delay: the first reason not to, in
+	// this order, ends the call. (Written here, not in a function of its
+	// own: a call more on every failed attempt, with eleven words of
+	// arguments.)
+	//
 	// A negative, malformed or repeated hint means "do not retry" to every
 	// client that honours hints at all: it is part of the hint's contract
 	// (gRFC A6's grpc-retry-pushback-ms), not one of stormguard's signals,
 	// so IgnoreSignals does not silence it. The grpcx kill switch relies on
 	// it to stop A6 clients.
-	if sig.BadPushback && !r.p.Pushback.Ignore {
-		return 0, ErrServerSaidStop
-	}
-	if !r.p.IgnoreSignals && (sig.Overload == wire.OverloadService || sig.Exhausted) {
-		return 0, ErrServerSaidStop
+	if !r.deaf {
+		if sig.BadPushback && !r.p.Pushback.Ignore {
+			return Decision{Reason: ErrServerSaidStop}
+		}
+		if !r.p.IgnoreSignals && (sig.Overload == wire.OverloadService || sig.Exhausted) {
+			return Decision{Reason: ErrServerSaidStop}
+		}
 	}
 	switch cls {
 	case Canceled:
-		return 0, ErrCanceled
+		return Decision{Reason: ErrCanceled}
 	case ServiceOverloaded, RetriesExhausted:
 		if !r.p.IgnoreSignals {
-			return 0, ErrServerSaidStop
+			return Decision{Reason: ErrServerSaidStop}
 		}
 		// A deaf client treats them as plain transient failures.
 		cls = Transient
 	case NeverRetry:
-		return 0, ErrNotRetryable
+		return Decision{Reason: ErrNotRetryable}
 	}
 	if r.dials.RetriesDisabled() {
-		return 0, ErrRetriesDisabled
+		return Decision{Reason: ErrRetriesDisabled}
 	}
 	if c.attempt >= r.p.MaxAttempts {
-		return 0, ErrAttemptsExhausted
+		return Decision{Reason: ErrAttemptsExhausted}
 	}
 	if p := r.p.RetryProbability; p != nil && *p < 1 {
 		// One sample decides and jitters: given u < p, u/p is again
 		// uniform on [0, 1).
 		if !(u < *p) {
-			return 0, ErrRetryDeclined
+			return Decision{Reason: ErrRetryDeclined}
 		}
 		u /= *p
 	}
@@ -518,30 +541,42 @@ func (r *Retrier) decide(now time.Time, c *Call, cls Class, sig Signal, u float6
 	if cls == Throttling {
 		bo = &r.throttle
 	}
-	d := bo.Delay(c.attempt, c.prev, u)
-	if sig.HasPushback && !r.p.Pushback.Ignore {
+	var d time.Duration // backoff.None's delay, without the call
+	if bo.Kind != backoff.None {
+		d = bo.Delay(c.attempt, c.prev, u)
+	}
+	if !r.deaf && sig.HasPushback && !r.p.Pushback.Ignore {
 		d = r.clampPushback(d, sig.Pushback)
 	}
 	if !c.deadline.IsZero() {
 		need := addSat(d, r.minAttemptTime())
 		if c.deadline.Sub(now) < need {
-			return 0, ErrDeadline
+			return Decision{Reason: ErrDeadline}
 		}
 	}
 	if r.stopsRetries {
 		// A breaker that stops retries decides now, so that a refused
 		// retry costs the caller no wait and the budget no charge.
 		if _, ok := r.breaker.AllowAt(now); !ok {
-			return 0, ErrBreakerOpen
+			return Decision{Reason: ErrBreakerOpen}
 		}
 	}
-	t, ok := r.budget.RetryAt(now, cls.cause())
-	if !ok {
-		return 0, ErrBudgetExhausted
+	t := r.unlimitedTicket
+	if !r.unlimited {
+		var ok bool
+		if t, ok = r.budget.RetryAt(now, cls.cause()); !ok {
+			return Decision{Reason: ErrBudgetExhausted}
+		}
 	}
 	c.ticket = t
 	c.prev = d
-	return d, nil
+	if r.hasHooks {
+		if r.hooks.OnRetry != nil {
+			r.hooks.OnRetry(c.attempt, d)
+		}
+		r.event(c, Event{Kind: EventRetry, Attempt: c.attempt, Delay: d})
+	}
+	return Decision{Retry: true, Delay: d}
 }
 
 // clampPushback moves the computed backoff d (≥ 0) toward the server's

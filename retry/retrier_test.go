@@ -356,3 +356,80 @@ func TestSamples(t *testing.T) {
 		})
 	}
 }
+
+// unlimitedViaIface is budget.Unlimited under another type: a retrier does
+// not know it for Unlimited and calls its methods through the interface.
+type unlimitedViaIface struct{ budget.Unlimited }
+
+// TestUnlimitedSkipsBudget: a retrier whose budget is budget.Unlimited skips
+// the budget's calls (BeginAt, EndAt, RetryAt) on its hot paths; its Calls
+// and decisions are those of one that makes them through the interface.
+// StartInto fills a used Call as StartAt builds one.
+func TestUnlimitedSkipsBudget(t *testing.T) {
+	for _, p := range []Policy{constPolicy(3, 0), constPolicy(4, 20*time.Millisecond)} {
+		p.Budget = budget.Spec{Kind: budget.KindNone}
+		fast := MustNew(p)
+		slow := MustNew(p, WithBudget(unlimitedViaIface{}))
+		if !fast.unlimited || slow.unlimited {
+			t.Fatalf("unlimited: %v and %v, want true and false", fast.unlimited, slow.unlimited)
+		}
+		for _, dl := range []time.Time{{}, t0.Add(time.Second)} {
+			var a, b Call
+			a.attempt, a.prev, a.took, a.ticket = 7, time.Second, time.Second, budget.NewTicket(5)
+			fast.StartInto(&a, t0, dl)
+			b = slow.StartAt(t0, dl)
+			if a != b {
+				t.Fatalf("StartInto: %+v, StartAt: %+v", a, b)
+			}
+			now := t0
+			for i, cls := range []Class{Timeout, Transient, Throttling, Timeout} {
+				now = now.Add(10 * time.Millisecond)
+				da := fast.EndAt(now, &a, cls, Signal{}, 0.5)
+				db := slow.EndAt(now, &b, cls, Signal{}, 0.5)
+				if da != db || a != b {
+					t.Fatalf("attempt %d: %+v %+v against %+v %+v", i+1, da, a, db, b)
+				}
+				if !da.Retry {
+					break
+				}
+				now = now.Add(da.Delay)
+				fast.NextAt(now, &a)
+				slow.NextAt(now, &b)
+			}
+		}
+	}
+}
+
+// TestDeafIgnoresSignal: a policy that ignores pushback and signals alike
+// (the naive and aws-legacy presets; EndAt skips the Signal) decides on
+// every signal as on none; one that ignores only one of them still hears
+// the other.
+func TestDeafIgnoresSignal(t *testing.T) {
+	sigs := []Signal{
+		{BadPushback: true},
+		{HasPushback: true, Pushback: 300 * time.Millisecond},
+		{Overload: wire.OverloadService},
+		{Exhausted: true},
+		{Overload: wire.OverloadInstance, HasPushback: true, Pushback: time.Second},
+	}
+	for _, ignore := range [][2]bool{{true, true}, {true, false}, {false, true}} {
+		p := constPolicy(3, 20*time.Millisecond)
+		p.Pushback.Ignore, p.IgnoreSignals = ignore[0], ignore[1]
+		r := MustNew(p)
+		if r.deaf != (ignore[0] && ignore[1]) {
+			t.Fatalf("ignore %v: deaf = %v", ignore, r.deaf)
+		}
+		c := r.StartAt(t0, time.Time{})
+		none := r.EndAt(t0, &c, Transient, Signal{}, 0.5)
+		heard := 0
+		for _, sig := range sigs {
+			c := r.StartAt(t0, time.Time{})
+			if d := r.EndAt(t0, &c, Transient, sig, 0.5); d != none {
+				heard++
+			}
+		}
+		if r.deaf != (heard == 0) {
+			t.Errorf("ignore pushback %v, signals %v: %d of %d signals changed the decision", ignore[0], ignore[1], heard, len(sigs))
+		}
+	}
+}

@@ -232,7 +232,7 @@ func (w *world) newRequest(ei, proc int32, o origin, deadline engine.Time) int32
 		w.startHedge(id, dl)
 		return id
 	}
-	r.call = w.edges[ei].retriers[proc].StartAt(wall(now), dl)
+	w.edges[ei].retriers[proc].StartInto(&r.call, wall(now), dl)
 	if deadline != 0 && now >= deadline {
 		// Nothing left of the caller's deadline: fail locally, send nothing.
 		d := w.edges[ei].retriers[proc].EndAt(wall(now), &r.call, retry.Canceled, retry.Signal{}, 0)

@@ -637,7 +637,7 @@ func (f *fastRun) newRequest(l *fastLane, ci int32, next bool) {
 		dl = wall(deadline)
 	}
 	wt := wall(now)
-	r.call = e.retriers[proc].StartAt(wt, dl)
+	e.retriers[proc].StartInto(&r.call, wt, dl)
 	if deadline != 0 && now >= deadline {
 		// Nothing left of the caller's deadline: fail locally, send nothing.
 		d := e.retriers[proc].EndAt(wt, &r.call, retry.Canceled, retry.Signal{}, 0)
@@ -914,5 +914,21 @@ func (f *fastRun) retry(ref fastRef) {
 func (f *fastRun) finish(r *fastReq, i int32, ok bool, reason error) {
 	r.live, r.waiting = false, false
 	f.free = append(f.free, i)
-	f.w.clientOutcomeIn(r.lane.c, f.b, r.arrival, f.now, ok, false, reason)
+	c := r.lane.c
+	if ok {
+		f.w.clientServed(c, f.b, r.arrival, f.now, false)
+		return
+	}
+	// clientOutcomeIn's failure, and gaveUpFor's first case (the retrier's
+	// sentinel itself), written here: two calls fewer on every request
+	// that fails.
+	c.stats.failArr[f.w.binIndex(int64(r.arrival))]++
+	c.stats.total.Failed++
+	c.stats.total.FailureLatencyS += f.now.Sub(r.arrival).Seconds()
+	if reason == retry.ErrAttemptsExhausted {
+		c.stats.gaveUp[f.b].Attempts++
+		c.stats.total.GaveUp.Attempts++
+		return
+	}
+	c.stats.gaveUpFor(f.b, reason)
 }
