@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/stormguard/stormguard/admit"
 	"github.com/stormguard/stormguard/grpcx"
+	"github.com/stormguard/stormguard/internal/hostspeed"
 	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/limit"
 	"github.com/stormguard/stormguard/retry"
@@ -25,8 +27,9 @@ import (
 
 // transfer scripts the backend of the supersession tests: a call with
 // x-name: blocker holds its slot until hold closes; any other counts its
-// run, waits for slow, sets header and trailer metadata naming the run, and
-// answers with code.
+// run, waits for slow, sets header metadata naming the run and its peer's
+// client certificate (x-peer, see peerName) and trailer metadata naming
+// the run, and answers with code.
 type transfer struct {
 	hold, slow chan struct{}
 	runs       atomic.Int32
@@ -46,7 +49,7 @@ func (tr *transfer) step() step {
 		}
 		n := tr.runs.Add(1)
 		<-tr.slow
-		_ = grpc.SetHeader(ctx, metadata.Pairs("x-run", fmt.Sprint(n)))
+		_ = grpc.SetHeader(ctx, metadata.Pairs("x-run", fmt.Sprint(n), "x-peer", peerName(ctx)))
 		_ = grpc.SetTrailer(ctx, metadata.Pairs("x-run-trailer", fmt.Sprint(n)))
 		if tr.code != codes.OK {
 			return status.Errorf(tr.code, "transfer %d says %v", n, tr.code)
@@ -279,46 +282,100 @@ func TestServerSupersedeIgnoresStreams(t *testing.T) {
 
 // A twin's answer is replayed only when the twin completed for a client
 // that was still waiting; otherwise the call that joined it runs itself
-// (issue 25): a CANCELLED, or an OK, answered after the twin's client left
-// is not for a caller who waits.
+// (issue 25). The twin ends because its caller left (a cancelled
+// context), because its caller's deadline passed (grpc-timeout: the
+// caller gives up and the server's context ends with it), or because the
+// deadline it stated passed while it still waits (stormguard-timeout
+// shorter than its context's: the handler's context ends, the call's does
+// not); its handler answers with its context's error (CANCELLED or
+// DEADLINE_EXCEEDED), with CANCELLED or DEADLINE_EXCEEDED outright, or
+// with OK. None of these answers was for a caller who waits: the call that
+// joined runs its own request (run 2), unmarked, under its own longer
+// deadline.
 func TestServerSupersedeNoReplayForCallerGone(t *testing.T) {
-	for _, answer := range []func(ctx context.Context) error{
-		func(ctx context.Context) error { return status.FromContextError(ctx.Err()).Err() },
-		func(context.Context) error { return nil },
-	} {
-		leakcheck.Check(t)
-		var runs atomic.Int32
-		b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: fixed(4), Supersede: &admit.SupersedeConfig{}}}, step{fn: func(ctx context.Context) error {
-			n := runs.Add(1)
-			if n == 1 {
-				<-ctx.Done()
-				return answer(ctx)
-			}
-			_ = grpc.SetHeader(ctx, metadata.Pairs("x-run", fmt.Sprint(n)))
-			return nil
-		}})
-		c := dial(t, b.addr)
-		ctx, leave := context.WithCancel(context.Background())
-		firstDone := make(chan error, 1)
-		go func() {
-			_, err := c.Check(metadata.AppendToOutgoingContext(ctx, grpcx.KeyIdempotencyKey, "k"), &healthpb.HealthCheckRequest{})
-			firstDone <- err
-		}()
-		waitFor(t, "the first running", func() bool { return runs.Load() == 1 })
-		second := keyedCheck(c, "k")
-		waitFor(t, "the second joining", func() bool { return sg.Stats().Joining == 1 })
-		leave()
-		s := <-second
-		if s.err != nil || first(s.header, "x-run") != "2" || first(s.trailer, grpcx.KeySuperseded) != "" {
-			want := status.Code(answer(ctx))
-			t.Errorf("a twin answering %v after its client left: the call that joined got %v, header %v, trailer %v; want OK from its own run (2), not a replay",
-				want, s.err, s.header, s.trailer)
+	short := hostspeed.Scale(50 * time.Millisecond)
+	stated, ok := wire.FormatTimeout(short)
+	if !ok {
+		t.Fatalf("cannot encode %v", short)
+	}
+	hows := []struct {
+		name string
+		// ctx is the twin's context; leave, if set, is called once the
+		// other call joined it.
+		ctx   func() (context.Context, context.CancelFunc)
+		md    []string
+		leave bool
+	}{
+		{"its caller left", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, nil, true},
+		{"its caller's deadline passed", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), short)
+		}, nil, false},
+		{"its stated deadline passed, its caller waiting", func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		}, []string{"stormguard-timeout", stated}, false},
+	}
+	answers := []struct {
+		name string
+		fn   func(ctx context.Context) error
+	}{
+		{"its context's error", func(ctx context.Context) error { return status.FromContextError(ctx.Err()).Err() }},
+		{"CANCELLED", func(context.Context) error { return status.Error(codes.Canceled, "the twin gave up") }},
+		{"DEADLINE_EXCEEDED", func(context.Context) error { return status.Error(codes.DeadlineExceeded, "the twin ran out of time") }},
+		{"OK", func(context.Context) error { return nil }},
+	}
+	for _, how := range hows {
+		for _, ans := range answers {
+			t.Run(how.name+"/"+ans.name, func(t *testing.T) {
+				leakcheck.Check(t)
+				var runs atomic.Int32
+				release := make(chan struct{})
+				answered := make(chan error, 1) // what the twin's handler answered
+				b, sg := guarded(t, grpcx.ServerConfig{Config: admit.Config{Limit: fixed(4), Supersede: &admit.SupersedeConfig{}}}, step{fn: func(ctx context.Context) error {
+					n := runs.Add(1)
+					if n == 1 {
+						<-release
+						<-ctx.Done()
+						err := ans.fn(ctx)
+						answered <- err
+						return err
+					}
+					_ = grpc.SetHeader(ctx, metadata.Pairs("x-run", fmt.Sprint(n)))
+					return nil
+				}})
+				c := dial(t, b.addr)
+				ctx, cancel := how.ctx()
+				defer cancel()
+				firstDone := make(chan error, 1)
+				go func() {
+					md := append([]string{grpcx.KeyIdempotencyKey, "k"}, how.md...)
+					_, err := c.Check(metadata.AppendToOutgoingContext(ctx, md...), &healthpb.HealthCheckRequest{})
+					firstDone <- err
+				}()
+				waitFor(t, "the first running", func() bool { return runs.Load() == 1 })
+				second := keyedCheck(c, "k")
+				waitFor(t, "the second joining", func() bool { return sg.Stats().Joining == 1 })
+				close(release)
+				if how.leave {
+					cancel()
+				}
+				s := <-second
+				twin := <-answered
+				if s.err != nil || first(s.header, "x-run") != "2" || first(s.trailer, grpcx.KeySuperseded) != "" {
+					t.Errorf("the twin answered %v after %s: the call that joined got %v, header %v, trailer %v; want OK from its own run (2), not a replay",
+						status.Code(twin), how.name, s.err, s.header, s.trailer)
+				}
+				err := <-firstDone
+				if how.md != nil && (status.Code(err) != status.Code(twin) || ctx.Err() != nil) {
+					// The scene is what it says: the twin's caller waited
+					// and got the answer.
+					t.Errorf("the twin's caller got %v (its context: %v); want the handler's %v, still waiting", err, ctx.Err(), status.Code(twin))
+				}
+				if st := sg.Stats(); st.Joined != 0 || runs.Load() != 2 {
+					t.Errorf("joined %d, runs %d; want 0, 2", st.Joined, runs.Load())
+				}
+				checkServerBooks(t, sg.Stats())
+			})
 		}
-		<-firstDone
-		if st := sg.Stats(); st.Joined != 0 {
-			t.Errorf("joined %d; want 0", st.Joined)
-		}
-		checkServerBooks(t, sg.Stats())
 	}
 }
 

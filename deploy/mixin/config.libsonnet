@@ -1,9 +1,16 @@
 // The mixin's configuration: every selector, label set and threshold the
-// rules, the alerts and the dashboard use. Override it the usual way:
+// rules, the alerts and the dashboard use. Override it the usual way, with
+// the mixin vendored by jsonnet-bundler
+// (jb install github.com/stormguard/stormguard/deploy/mixin@main) and
+// jsonnet -J vendor:
 //
-//   (import 'stormguard-mixin/mixin.libsonnet') + {
+//   (import 'github.com/stormguard/stormguard/deploy/mixin/mixin.libsonnet') + {
 //     _config+:: { stormguardSelector: 'job=~"shop|orders"' },
 //   }
+//
+// The rules and the alerts follow it; the dashboard that jsonnet returns is
+// the default rendering (see dashboards.libsonnet): for one with this
+// _config, render with deploy/render -config FILE -out DIR.
 //
 // The defaults fit kube-prometheus: its scrape configs set namespace, job
 // (the Service), pod and instance; a multi-cluster setup adds cluster.

@@ -69,8 +69,16 @@ func (x q) agg(op string, m schema.Metric, by string, extra ...string) string {
 // The dashboard's data source: its variable.
 var ds = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
 
-func query(expr, legend string) *prometheus.DataqueryBuilder {
-	return prometheus.NewDataqueryBuilder().Expr(expr).LegendFormat(legend)
+// query is a query with its legend; the legend names the labels of the
+// configuration (see legend).
+func (x q) query(expr, legend string) *prometheus.DataqueryBuilder {
+	return prometheus.NewDataqueryBuilder().Expr(expr).LegendFormat(x.legend(legend))
+}
+
+// legend returns a legend written with the default label names
+// ({{instance}}, {{route}}) with the configuration's instead.
+func (x q) legend(s string) string {
+	return strings.NewReplacer("{{instance}}", "{{"+x.c.InstanceLabel+"}}", "{{route}}", "{{"+x.c.RouteLabel+"}}").Replace(s)
 }
 
 func graph(title, unit, desc string, queries ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
@@ -101,9 +109,9 @@ func steps(base string, more ...any) *dashboard.ThresholdsConfigBuilder {
 	return dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps(s)
 }
 
-func dialStat(title, desc, expr, unit string, maps []dashboard.ValueMapping, th *dashboard.ThresholdsConfigBuilder) *stat.PanelBuilder {
+func (x q) dialStat(title, desc, expr, unit string, maps []dashboard.ValueMapping, th *dashboard.ThresholdsConfigBuilder) *stat.PanelBuilder {
 	p := stat.NewPanelBuilder().Title(title).Description(desc).Datasource(ds).Unit(unit).Span(6).Height(6).
-		WithTarget(query(expr, "{{instance}}").Instant().RefId("A")).
+		WithTarget(x.query(expr, "{{instance}}").Instant().RefId("A")).
 		ColorMode(common.BigValueColorModeBackground).GraphMode(common.BigValueGraphModeNone).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
 		Thresholds(th)
@@ -167,93 +175,93 @@ func Dashboard(c Config) ([]byte, error) {
 
 	// The kill switch, per process.
 	b.WithRow(dashboard.NewRowBuilder("Kill switch and policy file: the dials and the policy of each process"))
-	b.WithPanel(dialStat("Retries", "Whether the kill switch turns retries off in each process (stormguard_dials_retries_off). OFF is what `stormguard fleet set --retries-off` or the admin endpoint asked for; a process that still shows on did not get it.",
+	b.WithPanel(x.dialStat("Retries", "Whether the kill switch turns retries off in each process (stormguard_dials_retries_off). OFF is what `stormguard fleet set --retries-off` or the admin endpoint asked for; a process that still shows on did not get it.",
 		x.agg("max", schema.DialsRetriesOff, inst), "none",
 		mapping([3]string{"0", "on", "green"}, [3]string{"1", "OFF", "red"}), steps("green", 1.0, "red")))
-	b.WithPanel(dialStat("Shed", "The fraction of requests each process's kill switch sheds (stormguard_dials_shed_ratio).",
+	b.WithPanel(x.dialStat("Shed", "The fraction of requests each process's kill switch sheds (stormguard_dials_shed_ratio).",
 		x.agg("max", schema.DialsShedRatio, inst), "percentunit", nil, steps("green", 0.000001, "red")))
-	b.WithPanel(dialStat("Concurrency limit override", "The limit the kill switch pins each process's limiters to (stormguard_dials_limit_override_requests); none: the adaptive limit rules.",
+	b.WithPanel(x.dialStat("Concurrency limit override", "The limit the kill switch pins each process's limiters to (stormguard_dials_limit_override_requests); none: the adaptive limit rules.",
 		x.agg("max", schema.DialsLimitOverride, inst), "none",
 		mapping([3]string{"0", "none", "green"}), steps("green", 1.0, "orange")))
 	lastChange := fmt.Sprintf("max by (%s, %s) (%s%s) * 1000 > 0", inst, schema.LabelOrigin, schema.DialsLastChange.Name, x.sel())
 	b.WithPanel(table.NewPanelBuilder().Title("Last change, and where it came from").
 		Description("When each process's dials last changed (stormguard_dials_last_change_timestamp_seconds) and its origin: local (this process's admin endpoint or code) or fleet (the fleet's dials in Redis). StormguardKillSwitchLeftOn warns when a dial stays turned for an hour.").
 		Datasource(ds).Span(6).Height(6).Unit("dateTimeAsIso").
-		WithTarget(query(lastChange, "").Instant().Format(prometheus.PromQueryFormatTable).RefId("A")).
+		WithTarget(x.query(lastChange, "").Instant().Format(prometheus.PromQueryFormatTable).RefId("A")).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
 			"excludeByName": map[string]bool{"Time": true},
 			"renameByName":  map[string]string{"Value": "changed at", inst: inst, schema.LabelOrigin: schema.LabelOrigin},
 		}}))
 	b.WithPanel(graph("Dials over time, per instance", "none",
 		"Retries off (1) and the fraction shed in each process over time: when a change took effect, and where it did not.",
-		query(x.agg("max", schema.DialsRetriesOff, inst), "{{instance}} retries off"),
-		query(x.agg("max", schema.DialsShedRatio, inst), "{{instance}} shed")).Span(24))
+		x.query(x.agg("max", schema.DialsRetriesOff, inst), "{{instance}} retries off"),
+		x.query(x.agg("max", schema.DialsShedRatio, inst), "{{instance}} shed")).Span(24))
 
 	// The policy file, per process.
 	b.WithPanel(table.NewPanelBuilder().Title("Policy file version per instance").
 		Description("The version of the policy file each process runs (stormguard_policy_version_info: the first 12 hex digits of the file's SHA-256), for a service that follows its file with policyfile.Live. After a change, every instance should show the new version; one that does not refused it or did not see it.").
 		Datasource(ds).Span(12).Height(6).
-		WithTarget(query(fmt.Sprintf("max by (target, %s, %s) (%s%s)", inst, schema.LabelVersion, schema.PolicyVersion.Name, x.sel()), "").Instant().Format(prometheus.PromQueryFormatTable).RefId("A")).
+		WithTarget(x.query(fmt.Sprintf("max by (target, %s, %s) (%s%s)", inst, schema.LabelVersion, schema.PolicyVersion.Name, x.sel()), "").Instant().Format(prometheus.PromQueryFormatTable).RefId("A")).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
 			"excludeByName": map[string]bool{"Time": true, "Value": true},
 		}}))
 	b.WithPanel(graph("Policy file reloads", "short",
 		"New versions of the policy file read, per instance: applied, or refused (invalid: the last good version keeps running; its FILE:LINE errors are in the process's log).",
-		query(fmt.Sprintf("sum by (target, %s, %s) (increase(%s%s[$__rate_interval]))", inst, schema.LabelResult, schema.PolicyReloads.Name, x.sel()), "{{target}} {{instance}} {{result}}")).Height(6))
+		x.query(fmt.Sprintf("sum by (target, %s, %s) (increase(%s%s[$__rate_interval]))", inst, schema.LabelResult, schema.PolicyReloads.Name, x.sel()), "{{target}} {{instance}} {{result}}")).Height(6))
 
 	// The server, per service.
 	b.WithRow(dashboard.NewRowBuilder("Server: what each service is offered, and what becomes of it"))
 	b.WithPanel(graph("Offered load, first tries and retries", "reqps",
 		"Requests arriving at the server per second, first tries and retries apart (stormguard_server_offered_total). Retries that grow while first tries do not are the storm's signature.",
-		query(x.rate(offered, "", "target, try"), "{{target}} {{try}}")))
+		x.query(x.rate(offered, "", "target, try"), "{{target}} {{try}}")))
 	b.WithPanel(graph("Throughput, goodput and wasted work", "reqps",
 		"Throughput: handlers that ran to the end, whatever their fate. Goodput: those that succeeded while their caller was still waiting. Wasted: those that finished after the deadline passed or the caller left. Throughput at full with goodput near zero is the metastable state.",
-		query(throughput("target"), "{{target}} throughput"),
-		query(goodput("target"), "{{target}} goodput"),
-		query(x.rate(requests, "", "target, reason", `outcome="wasted"`), "{{target}} wasted ({{reason}})")))
+		x.query(throughput("target"), "{{target}} throughput"),
+		x.query(goodput("target"), "{{target}} goodput"),
+		x.query(x.rate(requests, "", "target, reason", `outcome="wasted"`), "{{target}} wasted ({{reason}})")))
 	b.WithPanel(graph("Retry share and wasted share", "percentunit",
 		"The share of the offered load that is retries (StormguardRetryStorm pages above 20 % while goodput falls) and of the throughput that is wasted work (StormguardGoodputCollapsed pages above 50 %).",
-		query(retryShare("target"), "{{target}} retries"),
-		query(wastedShare("target"), "{{target}} wasted")).Max(1))
+		x.query(retryShare("target"), "{{target}} retries"),
+		x.query(wastedShare("target"), "{{target}} wasted")).Max(1))
 	b.WithPanel(graph("Shed, by reason", "reqps",
 		"Requests refused for overload before they ran: queue-full, evicted (by a request served first), queue-timeout (adaptive LIFO), kill-switch, throttled, key-busy.",
-		query(x.rate(requests, "", "target, reason", `outcome="shed"`), "{{target}} {{reason}}")))
+		x.query(x.rate(requests, "", "target, reason", `outcome="shed"`), "{{target}} {{reason}}")))
 	b.WithPanel(graph("Expired and canceled, by reason", "reqps",
 		"Requests dropped before they ran because their deadline had passed (on arrival, or while queued), and those whose caller left while queued.",
-		query(x.rate(requests, "", "target, reason", `outcome="expired"`), "{{target}} expired {{reason}}"),
-		query(x.rate(requests, "", "target", `outcome="canceled"`), "{{target}} canceled")))
+		x.query(x.rate(requests, "", "target, reason", `outcome="expired"`), "{{target}} expired {{reason}}"),
+		x.query(x.rate(requests, "", "target", `outcome="canceled"`), "{{target}} canceled")))
 	b.WithPanel(graph("Concurrency limit, in flight, queued", "short",
 		"The adaptive concurrency limit, the requests running and those waiting in the admission queue, summed over the instances.",
-		query(x.agg("sum", schema.ServerConcurrencyLimit, "target"), "{{target}} limit"),
-		query(x.agg("sum", schema.ServerInFlight, "target"), "{{target}} in flight"),
-		query(x.agg("sum", schema.ServerQueued, "target"), "{{target}} queued")))
+		x.query(x.agg("sum", schema.ServerConcurrencyLimit, "target"), "{{target}} limit"),
+		x.query(x.agg("sum", schema.ServerInFlight, "target"), "{{target}} in flight"),
+		x.query(x.agg("sum", schema.ServerQueued, "target"), "{{target}} queued")))
 	b.WithPanel(graph("Queue wait, p50 and p99", "s",
 		"How long admitted requests waited for a slot.",
-		query(fmt.Sprintf("histogram_quantile(0.5, %s)", x.rate(schema.ServerQueueWait, "_bucket", "target, le")), "{{target}} p50"),
-		query(fmt.Sprintf("histogram_quantile(0.99, %s)", x.rate(schema.ServerQueueWait, "_bucket", "target, le")), "{{target}} p99")))
+		x.query(fmt.Sprintf("histogram_quantile(0.5, %s)", x.rate(schema.ServerQueueWait, "_bucket", "target, le")), "{{target}} p50"),
+		x.query(fmt.Sprintf("histogram_quantile(0.99, %s)", x.rate(schema.ServerQueueWait, "_bucket", "target, le")), "{{target}} p99")))
 
 	// The server, per instance.
 	byInst := "target, " + inst
 	b.WithRow(dashboard.NewRowBuilder("Server: per instance"))
 	b.WithPanel(graph("Offered load per instance", "reqps",
 		"Requests arriving at each instance, first tries and retries together: an instance offered far more than its peers is where a load balancer or a retry policy sends the storm.",
-		query(x.rate(offered, "", byInst), "{{target}} {{instance}}")))
+		x.query(x.rate(offered, "", byInst), "{{target}} {{instance}}")))
 	b.WithPanel(graph("Goodput per instance", "reqps",
 		"Requests each instance answered successfully while their caller waited.",
-		query(goodput(byInst), "{{target}} {{instance}}")))
+		x.query(goodput(byInst), "{{target}} {{instance}}")))
 	b.WithPanel(graph("Retry share per instance", "percentunit",
 		"The share of each instance's offered load that is retries.",
-		query(retryShare(byInst), "{{target}} {{instance}}")).Max(1))
+		x.query(retryShare(byInst), "{{target}} {{instance}}")).Max(1))
 	b.WithPanel(graph("Wasted share per instance", "percentunit",
 		"The share of each instance's finished work that nobody waited for.",
-		query(wastedShare(byInst), "{{target}} {{instance}}")).Max(1))
+		x.query(wastedShare(byInst), "{{target}} {{instance}}")).Max(1))
 	b.WithPanel(graph("Concurrency limit and in flight per instance", "short",
 		"Each instance's adaptive limit and the requests it runs: an instance pinned at its limit is saturated.",
-		query(x.agg("max", schema.ServerConcurrencyLimit, byInst), "{{target}} {{instance}} limit"),
-		query(x.agg("max", schema.ServerInFlight, byInst), "{{target}} {{instance}} in flight")))
+		x.query(x.agg("max", schema.ServerConcurrencyLimit, byInst), "{{target}} {{instance}} limit"),
+		x.query(x.agg("max", schema.ServerInFlight, byInst), "{{target}} {{instance}} in flight")))
 	b.WithPanel(graph("Shed and expired per instance", "reqps",
 		"Requests each instance refused before running them (shed, expired).",
-		query(x.rate(requests, "", byInst+", outcome", `outcome=~"shed|expired"`), "{{target}} {{instance}} {{outcome}}")))
+		x.query(x.rate(requests, "", byInst+", outcome", `outcome=~"shed|expired"`), "{{target}} {{instance}} {{outcome}}")))
 
 	// The server, per route.
 	byRoute := "target, " + c.RouteLabel
@@ -261,41 +269,41 @@ func Dashboard(c Config) ([]byte, error) {
 	routeNote := fmt.Sprintf(" Routes are told apart by the %s label, which a service sets when it wraps each route (a group of handlers) with its own stormguard server (docs/metrics.md); without it, a service is one route.", c.RouteLabel)
 	b.WithPanel(graph("Offered load per route", "reqps",
 		"Requests arriving per route, first tries and retries apart."+routeNote,
-		query(x.rate(offered, "", byRoute+", try"), "{{target}} {{route}} {{try}}")))
+		x.query(x.rate(offered, "", byRoute+", try"), "{{target}} {{route}} {{try}}")))
 	b.WithPanel(graph("Goodput and wasted per route", "reqps",
 		"Goodput and wasted work per route."+routeNote,
-		query(goodput(byRoute), "{{target}} {{route}} goodput"),
-		query(wasted(byRoute), "{{target}} {{route}} wasted")))
+		x.query(goodput(byRoute), "{{target}} {{route}} goodput"),
+		x.query(wasted(byRoute), "{{target}} {{route}} wasted")))
 	b.WithPanel(graph("Retry share per route", "percentunit",
 		"The share of each route's offered load that is retries."+routeNote,
-		query(retryShare(byRoute), "{{target}} {{route}}")).Max(1))
+		x.query(retryShare(byRoute), "{{target}} {{route}}")).Max(1))
 	b.WithPanel(graph("Shed per route, by reason", "reqps",
 		"Requests each route refused for overload, by reason."+routeNote,
-		query(x.rate(requests, "", byRoute+", reason", `outcome="shed"`), "{{target}} {{route}} {{reason}}")))
+		x.query(x.rate(requests, "", byRoute+", reason", `outcome="shed"`), "{{target}} {{route}} {{reason}}")))
 
 	// The client.
 	b.WithRow(dashboard.NewRowBuilder("Client: what it sends, and how its requests end"))
 	b.WithPanel(graph("Attempts sent, first tries and retries", "reqps",
 		"The load this client offers its dependency (target is the dependency): attempts per second, first tries and retries apart.",
-		query(x.rate(attempts, "", "target, try"), "{{target}} {{try}}")))
+		x.query(x.rate(attempts, "", "target, try"), "{{target}} {{try}}")))
 	b.WithPanel(graph("Attempts per request", "short",
 		"Attempts sent per request that ended: 1 when nothing is retried; a budget of 10 % keeps it near 1.1 whatever the dependency does.",
-		query(x.rate(attempts, "", "target")+"\n  /\n"+x.rate(duration, "_count", "target"), "{{target}}")))
+		x.query(x.rate(attempts, "", "target")+"\n  /\n"+x.rate(duration, "_count", "target"), "{{target}}")))
 	b.WithPanel(graph("Requests: success, and gave up by reason", "reqps",
 		"Requests that ended per second: success (the client's goodput) or gave up, with the reason retrying stopped (attempts-exhausted, budget-exhausted, deadline, not-retryable, server-said-stop, retries-disabled, canceled, retry-declined, breaker-open).",
-		query(x.rate(duration, "_count", "target", `outcome="success"`), "{{target}} success"),
-		query(x.rate(duration, "_count", "target, reason", `outcome="gave-up"`), "{{target}} gave up: {{reason}}")))
+		x.query(x.rate(duration, "_count", "target", `outcome="success"`), "{{target}} success"),
+		x.query(x.rate(duration, "_count", "target, reason", `outcome="gave-up"`), "{{target}} gave up: {{reason}}")))
 	b.WithPanel(graph("Request latency, first attempt to outcome, p50 and p99", "s",
 		"From the start of a request's first attempt to its outcome, waits between attempts included, by outcome.",
-		query(fmt.Sprintf("histogram_quantile(0.5, %s)", x.rate(duration, "_bucket", "target, outcome, le")), "{{target}} {{outcome}} p50"),
-		query(fmt.Sprintf("histogram_quantile(0.99, %s)", x.rate(duration, "_bucket", "target, outcome, le")), "{{target}} {{outcome}} p99")))
+		x.query(fmt.Sprintf("histogram_quantile(0.5, %s)", x.rate(duration, "_bucket", "target, outcome, le")), "{{target}} {{outcome}} p50"),
+		x.query(fmt.Sprintf("histogram_quantile(0.99, %s)", x.rate(duration, "_bucket", "target, outcome, le")), "{{target}} {{outcome}} p99")))
 	b.WithPanel(graph("Retry budget level per instance", "percentunit",
 		"Tokens in each instance's retry budget over its capacity. Near 0 the budget refuses retries: requests give up with budget-exhausted (StormguardRetryBudgetExhausted).",
-		query(fmt.Sprintf("min by (%s) (%s%s / %s%s)", byInst, schema.ClientBudgetTokens.Name, x.sel(), schema.ClientBudgetCapacity.Name, x.sel()), "{{target}} {{instance}}")).Max(1))
+		x.query(fmt.Sprintf("min by (%s) (%s%s / %s%s)", byInst, schema.ClientBudgetTokens.Name, x.sel(), schema.ClientBudgetCapacity.Name, x.sel()), "{{target}} {{instance}}")).Max(1))
 	b.WithPanel(graph("Circuit breaker state", "none",
 		"The worst state of the target's breakers (0 closed, 1 half-open, 2 open) and their transitions.",
-		query(x.agg("max", schema.BreakerState, "target"), "{{target}} state"),
-		query(fmt.Sprintf("sum by (target) (increase(%s%s[$__rate_interval]))", schema.BreakerTransitions.Name, x.sel()), "{{target}} transitions")).
+		x.query(x.agg("max", schema.BreakerState, "target"), "{{target}} state"),
+		x.query(fmt.Sprintf("sum by (target) (increase(%s%s[$__rate_interval]))", schema.BreakerTransitions.Name, x.sel()), "{{target}} transitions")).
 		Mappings(mapping([3]string{"0", "closed", "green"}, [3]string{"1", "half-open", "yellow"}, [3]string{"2", "open", "red"})))
 
 	d, err := b.Build()
