@@ -524,7 +524,7 @@ func issue26Cases() []corpusCase {
 			build: func(s uint64) scenario.Scenario { return beside(200, s) }},
 		{name: "a small client collapses beside 2000/s of users", seeds: 2, want: "metastable", collapse: [2]float64{58, 82}, why: "client readers: collapsed",
 			build: func(s uint64) scenario.Scenario { return beside(2000, s) }},
-		{name: "callers wait an hour while the queue grows, 1 worker", seeds: 3, want: "degraded", why: "service db: ",
+		{name: "callers wait an hour while the queue grows, 1 worker", seeds: 3, want: "degraded", why: "service db: its queue grew without bound",
 			build: func(s uint64) scenario.Scenario { return patient(1, s) }},
 		{name: "callers wait an hour while the queue grows, 10 workers", seeds: 2, want: "degraded", why: "its queue grew without bound",
 			build: func(s uint64) scenario.Scenario { return patient(10, s) }},

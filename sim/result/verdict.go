@@ -589,6 +589,11 @@ func (x *run) decide(ev evidence) Judgement {
 		before = fmt.Sprintf("before the first trigger, runbook step or change of load (%.0f s)", x.disturbed)
 	}
 	degraded := func(to int) Judgement {
+		if ev.badFrom >= 0 && ev.badFrom < to && ev.note != "" {
+			// The queue's growth decided it: say so first.
+			return Judgement{Verdict: Degraded, Why: fmt.Sprintf("%s, %s: a steady overload, not a collapse that outlived its cause (%s %s from %.0f s on)",
+				ev.note, before, share(cOK[to]-cOK[first], cEnd[to]-cEnd[first]), ev.ofEnded, float64(first)*x.binS)}
+		}
 		return Judgement{Verdict: Degraded, Why: fmt.Sprintf("%s below %.0f%% from the start, %s: %s %s from %.0f s on; a steady fault or overload, not a collapse that outlived its cause%s",
 			ev.subject, x.pct, before, share(cOK[to]-cOK[first], cEnd[to]-cEnd[first]), ev.ofEnded, float64(first)*x.binS, note)}
 	}
