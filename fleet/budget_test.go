@@ -277,4 +277,3 @@ func TestModeString(t *testing.T) {
 		t.Error("Fallback()")
 	}
 }
-
