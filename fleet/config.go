@@ -23,7 +23,9 @@ import (
 )
 
 // Config describes a fleet budget as plain data. A zero field takes the
-// default given in brackets. Key and Spec are required; every process that
+// default given in brackets; a field outside the bounds given after it is
+// refused by [New] with an error that names it (wrapping
+// [ErrInvalidConfig]). Key and Spec are required; every process that
 // shares the budget must give the same Key and the same Spec (a process whose
 // Spec differs is refused with [ErrSpecMismatch]).
 type Config struct {
@@ -37,7 +39,8 @@ type Config struct {
 	Spec budget.Spec `json:"spec" yaml:"spec"`
 
 	// FleetSize is the number of processes expected to share the budget
-	// [0: learned from Redis, the processes heard from lately]. It sizes a
+	// [0: learned from Redis, the processes heard from lately; at most
+	// 100,000]. It sizes a
 	// process's share when Redis cannot be reached (see [Budget.FleetSize]).
 	FleetSize int `json:"fleet_size,omitempty" yaml:"fleet_size,omitempty"`
 
@@ -48,39 +51,41 @@ type Config struct {
 	LeaseSize float64 `json:"lease_size,omitempty" yaml:"lease_size,omitempty"`
 
 	// LeaseTTL: a process that has asked for no retry for this long gives
-	// back what it holds [2s, at least 100ms].
+	// back what it holds [2s; 100ms to 1h].
 	LeaseTTL time.Duration `json:"lease_ttl,omitempty" yaml:"lease_ttl,omitempty"`
 
-	// Timeout bounds one round trip to Redis [50ms]. For it to bound the
-	// socket reads too, the client must have ContextTimeoutEnabled (see
-	// [ClientOptions]).
+	// Timeout bounds one round trip to Redis [50ms; 1ms to 1m]. For it to
+	// bound the socket reads too, the client must have
+	// ContextTimeoutEnabled (see [ClientOptions]).
 	Timeout time.Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 
 	// MaxWait is the longest RetryAt waits for a grant when the process
 	// holds too little to pay for a retry [20ms]. A process that Redis told
 	// to wait before asking again (the pool was empty, or nearly) waits
 	// that out first if it ends within MaxWait, and refuses at once
-	// otherwise. A negative MaxWait never waits.
+	// otherwise. A negative MaxWait never waits; at most 1m.
 	MaxWait time.Duration `json:"max_wait,omitempty" yaml:"max_wait,omitempty"`
 
 	// Heartbeat is the longest a process stays silent: its earnings reach
 	// the pool and Redis counts it live at least this often [10s]. A process
-	// not heard from for three heartbeats is forgotten.
+	// not heard from for three heartbeats is forgotten. 100ms to 1h.
 	Heartbeat time.Duration `json:"heartbeat,omitempty" yaml:"heartbeat,omitempty"`
 
 	// RoundTrips is how many round trips a second the processes that wait
 	// for an empty pool make together, whatever their number: Redis tells
-	// each when to ask again [1000].
+	// each when to ask again [1000; 1 to 1,000,000].
 	RoundTrips int `json:"round_trips,omitempty" yaml:"round_trips,omitempty"`
 
 	// RejoinInterval is how often a process that fell back tries Redis
-	// again [250ms]. It rejoins within RejoinInterval and a round trip of
-	// Redis answering again (with a client from [ClientOptions]).
+	// again [250ms; 10ms to 1m]. It rejoins within RejoinInterval and a
+	// round trip of Redis answering again (with a client from
+	// [ClientOptions]).
 	RejoinInterval time.Duration `json:"rejoin_interval,omitempty" yaml:"rejoin_interval,omitempty"`
 
 	// StateTTL is how long the shared state outlives the last process that
 	// touched it [24h]. A process of another spec is accepted as soon as no
-	// process has been heard from for three heartbeats.
+	// process has been heard from for three heartbeats. At least 10 ×
+	// Heartbeat, at most 365 days.
 	StateTTL time.Duration `json:"state_ttl,omitempty" yaml:"state_ttl,omitempty"`
 
 	// ID names this process in Redis [host-pid-random]. Two live Budgets
@@ -105,6 +110,16 @@ const (
 	minLeaseTTL           = 100 * time.Millisecond
 	minHeartbeat          = 100 * time.Millisecond
 	maxNameLen            = 200 // bytes of a Key, an ID, a dials name
+
+	// The bounds of the other durations: a value beyond them is a mistake
+	// (a unit left out, an overflow), not a setting.
+	minTimeout   = time.Millisecond
+	maxTimeout   = time.Minute // Timeout, MaxWait, a Connection's and a WatchConfig's Timeout
+	maxLeaseTTL  = time.Hour
+	maxHeartbeat = time.Hour
+	minRejoin    = 10 * time.Millisecond // a shorter one dials a Redis that is down in a loop
+	maxRejoin    = time.Minute
+	maxStateTTL  = 365 * 24 * time.Hour
 )
 
 // ErrInvalidConfig is wrapped by the errors of [New] for a Config it cannot
@@ -152,7 +167,7 @@ func (c Config) withDefaults() (Config, alloc.Amounts, error) {
 	}
 	switch am.Kind {
 	case alloc.Bucket:
-		if !(c.LeaseSize >= 0 && alloc.Milli(c.LeaseSize) <= am.Capacity) {
+		if !(c.LeaseSize >= 0 && c.LeaseSize <= float64(am.Capacity)/alloc.Unit) {
 			bad(invalidf("lease_size must be in [0, capacity %g] tokens, got %g", float64(am.Capacity)/alloc.Unit, c.LeaseSize))
 		}
 	case alloc.Window:
@@ -164,34 +179,38 @@ func (c Config) withDefaults() (Config, alloc.Amounts, error) {
 		bad(invalidf("fleet_size must be in [0, %d], got %d", alloc.MaxProcs, c.FleetSize))
 	}
 	c.LeaseTTL = orDuration(c.LeaseTTL, DefaultLeaseTTL)
-	if c.LeaseTTL < minLeaseTTL {
-		bad(invalidf("lease_ttl must be at least %v, got %v", minLeaseTTL, c.LeaseTTL))
+	if c.LeaseTTL < minLeaseTTL || c.LeaseTTL > maxLeaseTTL {
+		bad(invalidf("lease_ttl must be in [%v, %v] (0: %v), got %v", minLeaseTTL, maxLeaseTTL, DefaultLeaseTTL, c.LeaseTTL))
 	}
 	c.Timeout = orDuration(c.Timeout, DefaultTimeout)
+	if c.Timeout < minTimeout || c.Timeout > maxTimeout {
+		bad(invalidf("timeout must be in [%v, %v] (0: %v), got %v", minTimeout, maxTimeout, DefaultTimeout, c.Timeout))
+	}
 	if c.MaxWait == 0 {
 		c.MaxWait = DefaultMaxWait
 	}
+	if c.MaxWait > maxTimeout {
+		bad(invalidf("max_wait must be at most %v (0: %v; negative: never wait), got %v", maxTimeout, DefaultMaxWait, c.MaxWait))
+	}
 	c.Heartbeat = orDuration(c.Heartbeat, DefaultHeartbeat)
-	if c.Heartbeat < minHeartbeat {
-		bad(invalidf("heartbeat must be at least %v, got %v", minHeartbeat, c.Heartbeat))
+	if c.Heartbeat < minHeartbeat || c.Heartbeat > maxHeartbeat {
+		bad(invalidf("heartbeat must be in [%v, %v] (0: %v), got %v", minHeartbeat, maxHeartbeat, DefaultHeartbeat, c.Heartbeat))
 	}
 	if c.RoundTrips == 0 {
 		c.RoundTrips = DefaultRoundTrips
 	}
 	if c.RoundTrips < 1 || c.RoundTrips > 1_000_000 {
-		bad(invalidf("round_trips must be in [1, 1000000] a second, got %d", c.RoundTrips))
+		bad(invalidf("round_trips must be in [1, 1000000] a second (0: %d), got %d", DefaultRoundTrips, c.RoundTrips))
 	}
 	c.RejoinInterval = orDuration(c.RejoinInterval, DefaultRejoinInterval)
-	c.StateTTL = orDuration(c.StateTTL, DefaultStateTTL)
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"timeout", c.Timeout}, {"rejoin_interval", c.RejoinInterval}, {"state_ttl", c.StateTTL}} {
-		if d.v < 0 {
-			bad(invalidf("%s must be ≥ 0, got %v", d.name, d.v))
-		}
+	if c.RejoinInterval < minRejoin || c.RejoinInterval > maxRejoin {
+		bad(invalidf("rejoin_interval must be in [%v, %v] (0: %v), got %v", minRejoin, maxRejoin, DefaultRejoinInterval, c.RejoinInterval))
 	}
-	if c.StateTTL < 10*c.Heartbeat {
+	c.StateTTL = orDuration(c.StateTTL, DefaultStateTTL)
+	switch {
+	case c.StateTTL < 0 || c.StateTTL > maxStateTTL:
+		bad(invalidf("state_ttl must be in [10 × heartbeat, %v] (0: %v), got %v", maxStateTTL, DefaultStateTTL, c.StateTTL))
+	case c.Heartbeat <= maxHeartbeat && c.StateTTL < 10*c.Heartbeat:
 		bad(invalidf("state_ttl (%v) must be at least 10 × heartbeat (%v)", c.StateTTL, c.Heartbeat))
 	}
 	if c.ID == "" {
@@ -229,13 +248,15 @@ func newID() string {
 
 // ClientOptions returns go-redis options fit for the fleet, for one server
 // (see [Connection] for a cluster, Sentinel, TLS files and passwords from
-// the environment): the context
-// deadlines bound the socket reads and writes (ContextTimeoutEnabled), dial,
-// read and write give up after timeout (0: [DefaultTimeout]; a first dial
-// may take twice as long), go-redis neither retries a command nor a dial on
-// its own (the fleet does), and the maintenance notifications of Redis Cloud are off. Change
-// the returned value as needed (TLS, DB, Username) before
-// redis.NewClient.
+// the environment): the context deadlines bound the socket reads and
+// writes (ContextTimeoutEnabled), dial, read and write give up after
+// timeout (0: [DefaultTimeout]; a first dial may take twice as long),
+// go-redis neither retries a command nor a dial on its own (the fleet
+// does), and the maintenance notifications of Redis Cloud are off. Change
+// the returned value as needed (TLS, DB, Username) before redis.NewClient.
+// A timeout outside [1ms, 1m] (a negative one included) is a programming
+// error: ClientOptions panics, saying so, as time.NewTicker does on a bad
+// duration; [Connection.Validate] returns an error for the same.
 //
 // Its Dialer dials as go-redis does (with the TLSConfig and DialTimeout of
 // the returned value, read when it dials), with one difference: a failed
@@ -249,8 +270,11 @@ func newID() string {
 // The password is taken as given: read it from the environment or a secret
 // store, never from a file in a repository.
 func ClientOptions(addr, password string, timeout time.Duration) *redis.Options {
-	if timeout <= 0 {
+	if timeout == 0 {
 		timeout = DefaultTimeout
+	}
+	if timeout < minTimeout || timeout > maxTimeout {
+		panic(fmt.Sprintf("fleet.ClientOptions: timeout must be in [%v, %v] (0: %v), got %v", minTimeout, maxTimeout, DefaultTimeout, timeout))
 	}
 	o := &redis.Options{
 		Addr:                     addr,

@@ -52,49 +52,66 @@ type Connection struct {
 	// TLS, if not nil, makes every connection TLS (Redis's tls-port).
 	TLS *tls.Config
 
-	// Timeout bounds a dial, a read and a write [DefaultTimeout]; use the
-	// budget's Config.Timeout.
+	// Timeout bounds a dial, a read and a write [DefaultTimeout; 1ms to
+	// 1m]; use the budget's Config.Timeout.
 	Timeout time.Duration
-	// PoolSize is the connections per server [4]: a budget's goroutine
-	// uses one at a time, a Watcher one more for its subscription.
+	// PoolSize is the connections per server [4; at most 1000]: a budget's
+	// goroutine uses one at a time, a Watcher one more for its
+	// subscription.
 	PoolSize int
 }
 
-// Validate reports a Connection that cannot be used.
+// Validate reports a Connection that cannot be used, every problem at
+// once; each error wraps [ErrInvalidConfig] and names the field.
 func (c Connection) Validate() error {
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, invalidf(format, args...)) }
 	switch c.Deployment {
 	case "", Single:
 		if len(c.Addrs) > 1 {
-			errs = append(errs, fmt.Errorf("fleet: %d addresses for one server; set the deployment to %q or %q", len(c.Addrs), Cluster, Sentinel))
+			bad("Addrs: %d addresses for one server; set the deployment to %q or %q", len(c.Addrs), Cluster, Sentinel)
 		}
 		if c.MasterName != "" {
-			errs = append(errs, fmt.Errorf("fleet: a master name is for a %q deployment", Sentinel))
+			bad("MasterName: a master name is for a %q deployment", Sentinel)
 		}
 	case Cluster:
 		if c.MasterName != "" {
-			errs = append(errs, fmt.Errorf("fleet: a master name is for a %q deployment", Sentinel))
+			bad("MasterName: a master name is for a %q deployment", Sentinel)
 		}
 	case Sentinel:
 		if c.MasterName == "" {
-			errs = append(errs, errors.New("fleet: a sentinel deployment needs the master's name"))
+			bad("MasterName: a sentinel deployment needs the master's name")
 		}
 	default:
-		errs = append(errs, fmt.Errorf("fleet: unknown deployment %q (want %q, %q or %q)", c.Deployment, Single, Cluster, Sentinel))
+		bad("Deployment: unknown deployment %q (want %q, %q or %q)", c.Deployment, Single, Cluster, Sentinel)
 	}
 	if len(c.Addrs) == 0 {
-		errs = append(errs, errors.New("fleet: no Redis address"))
+		bad("Addrs: no Redis address")
+	}
+	if len(c.Addrs) > maxAddrs {
+		bad("Addrs: %d addresses, at most %d allowed", len(c.Addrs), maxAddrs)
 	}
 	for _, a := range c.Addrs {
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			errs = append(errs, fmt.Errorf("fleet: Redis address %q is not host:port", a))
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" || len(a) > maxAddrLen {
+			bad("Addrs: Redis address %.80q is not host:port", a)
 		}
 	}
-	if c.Timeout < 0 || c.PoolSize < 0 {
-		errs = append(errs, fmt.Errorf("fleet: timeout %v and pool size %d must not be negative", c.Timeout, c.PoolSize))
+	if c.Timeout != 0 && (c.Timeout < minTimeout || c.Timeout > maxTimeout) {
+		bad("Connection.Timeout must be in [%v, %v] (0: %v), got %v", minTimeout, maxTimeout, DefaultTimeout, c.Timeout)
+	}
+	if c.PoolSize < 0 || c.PoolSize > maxPoolSize {
+		bad("Connection.PoolSize must be in [0, %d] connections per server (0: %d), got %d", maxPoolSize, defaultPoolSize, c.PoolSize)
 	}
 	return errors.Join(errs...)
 }
+
+// Bounds of a Connection.
+const (
+	defaultPoolSize = 4
+	maxPoolSize     = 1000
+	maxAddrs        = 1000
+	maxAddrLen      = 1000 // bytes of one host:port
+)
 
 // Client returns a client for the connection, with the options of
 // [ClientOptions]: context deadlines bound the socket reads and writes,
@@ -108,12 +125,12 @@ func (c Connection) Client() (redis.UniversalClient, error) {
 		return nil, err
 	}
 	timeout := c.Timeout
-	if timeout <= 0 {
+	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
 	pool := c.PoolSize
 	if pool == 0 {
-		pool = 4
+		pool = defaultPoolSize
 	}
 	o := &redis.UniversalOptions{
 		Addrs:                    c.Addrs,

@@ -42,7 +42,7 @@ func joinAll(t *testing.T, rdb redis.UniversalClient, key string, n int) []*Budg
 	for i := range n {
 		logger, _ := testLogger()
 		b, err := New(context.Background(), rdb, Config{Key: key, Spec: aws2026(t), ID: fmt.Sprint(key, "-", i), Logger: logger,
-			Timeout: hostspeed.Scale(200 * time.Millisecond), MaxWait: 5 * time.Millisecond, RejoinInterval: 50 * time.Millisecond})
+			Timeout: hostspeed.Scale(200 * time.Millisecond), MaxWait: hostspeed.Scale(5 * time.Millisecond), RejoinInterval: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -165,13 +165,14 @@ func parseDials(p string) (DialsState, error) {
 }
 
 // WatchConfig configures a [Watcher]. A zero field takes the default in
-// brackets.
+// brackets; a field outside the bounds given after it is refused by
+// [Watch] with an error that names it (wrapping [ErrInvalidConfig]).
 type WatchConfig struct {
 	// PollInterval is how often the dials are read, whatever pub/sub does
-	// [500ms]: it bounds how late a process learns of a change when its
-	// subscription is down.
+	// [500ms; 10ms to 24h]: it bounds how late a process learns of a
+	// change when its subscription is down.
 	PollInterval time.Duration
-	// Timeout bounds each read [100ms].
+	// Timeout bounds each read [100ms; 1ms to 1m].
 	Timeout time.Duration
 	// OnChange, if set, runs on the watcher's goroutine after the local
 	// dials took a new fleet state. It must not block.
@@ -181,11 +182,35 @@ type WatchConfig struct {
 	Logger *slog.Logger
 }
 
-// Defaults of WatchConfig.
+// Defaults and bounds of WatchConfig.
 const (
 	DefaultWatchPoll    = 500 * time.Millisecond
 	DefaultWatchTimeout = 100 * time.Millisecond
+	minWatchPoll        = 10 * time.Millisecond // a shorter one reads Redis in a loop
+	maxWatchPoll        = 24 * time.Hour
 )
+
+// withDefaults validates c and fills its zero fields, reporting every
+// invalid field at once.
+func (c WatchConfig) withDefaults() (WatchConfig, error) {
+	var errs []error
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultWatchPoll
+	}
+	if c.PollInterval < minWatchPoll || c.PollInterval > maxWatchPoll {
+		errs = append(errs, invalidf("WatchConfig.PollInterval must be in [%v, %v] (0: %v), got %v", minWatchPoll, maxWatchPoll, DefaultWatchPoll, c.PollInterval))
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultWatchTimeout
+	}
+	if c.Timeout < minTimeout || c.Timeout > maxTimeout {
+		errs = append(errs, invalidf("WatchConfig.Timeout must be in [%v, %v] (0: %v), got %v", minTimeout, maxTimeout, DefaultWatchTimeout, c.Timeout))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, errors.Join(errs...)
+}
 
 // Watcher keeps a local *killswitch.Dials in step with the fleet's dials.
 // Whenever the dials Redis holds differ from the last fleet state it
@@ -224,20 +249,14 @@ type Watcher struct {
 // Watch starts a Watcher that keeps d in step with the dials called name.
 // rdb is shared, not owned: close it after the Watcher.
 func Watch(rdb redis.UniversalClient, name string, d *killswitch.Dials, cfg WatchConfig) (*Watcher, error) {
-	if err := checkName("dials name", name); err != nil {
-		return nil, err
-	}
+	errName := checkName("dials name", name)
+	var errNil error
 	if rdb == nil || d == nil {
-		return nil, fmt.Errorf("%w: Watch needs a Redis client and dials", ErrInvalidConfig)
+		errNil = invalidf("Watch needs a Redis client and dials")
 	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = DefaultWatchPoll
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultWatchTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	cfg, errCfg := cfg.withDefaults()
+	if err := errors.Join(errName, errNil, errCfg); err != nil {
+		return nil, err
 	}
 	w := &Watcher{
 		rdb: rdb, name: name, key: dialsKey(name), d: d, cfg: cfg,

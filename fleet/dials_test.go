@@ -59,6 +59,7 @@ func (f *dialsFleet) await(t0 time.Time, want func(dialsChange) bool) time.Durat
 // through polling alone (a change written without an announcement, as a
 // restored backup is).
 func TestKillSwitchAcrossProcesses(t *testing.T) {
+	leakcheck.Check(t)
 	srv := redistest.Start(t)
 	rdb := newClient(t, srv.Addr())
 	const name = "fleet-ks"

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/stormguard/stormguard/fleet/alloc"
+	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/internal/redistest"
 )
 
@@ -293,6 +294,7 @@ func runID(t *testing.T, rdb *redis.Client) string {
 // of budget; every answer of the script equals the core's, and so do the
 // states every 25 messages and at the end.
 func TestScriptMatchesCore(t *testing.T) {
+	leakcheck.Check(t)
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()

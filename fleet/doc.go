@@ -80,6 +80,48 @@
 // for 1.5 heartbeats, and its earnings with it, so that Redis cannot apply a
 // message twice after forgetting its sender.
 //
+// # The fleet's size
+//
+// Redis counts the live processes (heard from within three heartbeats) and
+// tells each in every answer. The count sets how often earnings are sent
+// while processes wait for the pool (every Live/RoundTrips seconds each),
+// and a process's share when it falls back (capacity/FleetSize, at least
+// the dearest retry; FleetSize the larger of Config.FleetSize and the last
+// count); the processes that wait, not all the live ones, set when each may
+// ask again (⌈waiting × 1 s / RoundTrips⌉). The lease is sized from the
+// process's own recent demand alone (what it asked over the last 200 ms, at
+// most LeaseSize, nothing below two dearest retries), not divided by the
+// fleet's size, for three reasons:
+//
+//   - the bound does not need it: every token a process holds left the
+//     pool when granted and was put there by an earning, so leases add
+//     nothing to the bound (R, at any size), and an idle process holds
+//     nothing (its lease goes back after LeaseTTL). The slack of N × lease
+//     came from leases created for every process whatever its demand,
+//     which this protocol does not do;
+//   - capacity/N is below the least lease (two dearest retries) for all but
+//     the smallest fleets, and below one retry soon after: with stormguard
+//     (capacity 100, a retry 10) below two retries from N = 6 and below one
+//     from N = 11, 0.1 token at N = 1,000; with aws-2026 (capacity 500,
+//     dearest retry 14) from N = 18 and N = 36, 0.5 token at N = 1,000. A
+//     lease of
+//     max(dearest retry, min(LeaseSize, capacity/N)) would be one retry at
+//     those sizes: no process would lease, and every retry a busy process
+//     makes would cost a round trip and wait for it (up to MaxWait). In the
+//     storm at N = 1,000 the stormguard fleet was granted 1,960 retries a
+//     second in 1,242 round trips a second in all (BENCHMARKS.md): one round
+//     trip per retry would take 1,960 a second for the grants alone, plus
+//     about RoundTrips (1,000) a second from the processes told to wait,
+//     against the 3,000 the design allows. Flooring it at two retries would
+//     change nothing for stormguard (its default is 20 tokens, two retries)
+//     and, for aws-2026, shrink the lease from 50 tokens to 28 from N = 18
+//     without tightening the bound, which is R at any size;
+//   - what shares the pool among the busy processes is the pool: grants
+//     are min(want, pool), and once it runs short the processes that need
+//     it wait and ask in turn, about RoundTrips round trips a second
+//     together, as the callers of one shared bucket take its tokens in
+//     turn.
+//
 // # What it costs Redis
 //
 // A process that makes only first-try successes costs one round trip per

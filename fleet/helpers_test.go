@@ -273,6 +273,10 @@ func startHelper(t *testing.T, mode string, env ...string) *child {
 			_ = cmd.Process.Kill()
 			<-done
 		}
+		// Lines the test did not read: the reader ends once they are
+		// taken (Wait closed its pipe), not blocked on a full channel.
+		for range c.lines {
+		}
 		if t.Failed() {
 			t.Logf("helper %s stderr:\n%s", mode, c.stderr.String())
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stormguard/stormguard/internal/hostspeed"
+	"github.com/stormguard/stormguard/internal/leakcheck"
 	"github.com/stormguard/stormguard/internal/redistest"
 )
 
@@ -79,6 +80,7 @@ func (f *stormFleet) stop() []tally {
 // reaches it first), then half of them are cut off by the proxy and come
 // back. Together the five never spend more than they earned.
 func TestMultiProcessOutages(t *testing.T) {
+	leakcheck.Check(t)
 	srv := redistest.Start(t)
 	direct := srv.Addr()
 	proxy := redistest.StartProxy(t, direct)

@@ -68,7 +68,7 @@ CONNECTION (flags win over the environment):
                        $STORMGUARD_REDIS_TLS_KEY)
   --tls-server-name N  the name the server's certificate must hold
                        ($STORMGUARD_REDIS_TLS_SERVER_NAME)
-  --timeout D          give up on Redis after D (default 2s)
+  --timeout D          give up on Redis after D, in [1ms, 1m] (default 2s)
   Sentinels that require a password read it from
   $STORMGUARD_REDIS_SENTINEL_PASSWORD(_FILE) and $STORMGUARD_REDIS_SENTINEL_USER.
 
@@ -199,8 +199,8 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Sprintf("fleet %s: %v (see stormguard fleet --help)", sub, err)}
 	case fs.NArg() > 0:
 		return usageError{fmt.Sprintf("fleet %s takes no arguments, got %q (see stormguard fleet --help)", sub, fs.Args())}
-	case f.timeout <= 0:
-		return usageError{fmt.Sprintf("fleet %s: --timeout must be positive, got %v", sub, f.timeout)}
+	case f.timeout < time.Millisecond || f.timeout > time.Minute:
+		return usageError{fmt.Sprintf("fleet %s: --timeout must be in [1ms, 1m], got %v", sub, f.timeout)}
 	case f.password != "":
 		return usageError{fmt.Sprintf("fleet %s: --password is not accepted: a password on the command line shows in the process list to every user of the machine; use --password-file or STORMGUARD_REDIS_PASSWORD", sub)}
 	}

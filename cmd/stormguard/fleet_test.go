@@ -181,6 +181,8 @@ func TestFleetUsage(t *testing.T) {
 		{"fleet", "set", "--shed", "x"},
 		{"fleet", "show", "extra"},
 		{"fleet", "show", "--timeout", "0s"},
+		{"fleet", "show", "--timeout", "-1s"},
+		{"fleet", "show", "--timeout", "2m"},
 		{"fleet", "show", "--nope"},
 	} {
 		if code, _, errs := runCmd(t, t.Context(), args...); code != exitUsage || errs == "" {
