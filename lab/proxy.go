@@ -109,6 +109,12 @@ func NewProxy(ln net.Listener, target string) *Proxy {
 	return &Proxy{ln: ln, target: target, dialer: net.Dialer{Timeout: 5 * time.Second}, conns: map[*proxyConn]struct{}{}}
 }
 
+// SetDialer makes the proxy connect to its target with d instead of a
+// plain dialer with a 5 s timeout: a dialer whose Control refuses some
+// addresses, say (stormguard rehearse's, which allows only loopback and
+// the hosts the user named). Call it before Serve.
+func (p *Proxy) SetDialer(d *net.Dialer) { p.dialer = *d }
+
 // Addr returns the address the proxy accepts on.
 func (p *Proxy) Addr() net.Addr { return p.ln.Addr() }
 

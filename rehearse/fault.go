@@ -65,6 +65,10 @@ func openPath(e EndpointPlan, g *Guard, seed uint64) (*path, error) {
 		}
 		p.lns = append(p.lns, ln)
 		p.proxy = lab.NewProxy(ln, e.Addr)
+		// Its connections onward are the Guard's too: one to anything but
+		// loopback or an allowed address is refused before it is made,
+		// whatever the target's name resolves to when it is dialled.
+		p.proxy.SetDialer(g.Dialer())
 		p.entry = ln.Addr().String()
 	}
 	if len(e.Errors) > 0 {

@@ -26,6 +26,8 @@ import (
 // REHEARSE_TEST_ROLE set runs one of them instead of the tests —
 //
 //	slow      the slow upstream of the nginx tests (slowServer)
+//	shop      the demo shop (package demo)
+//	gate      a service that sheds only at admission (gateService)
 //	backend   the lab's backend role (lab.RoleMain), as stormguard lab
 //	          starts it
 //
@@ -38,6 +40,8 @@ func TestMain(m *testing.M) {
 		os.Exit(serveSlow())
 	case "shop":
 		os.Exit(serveShop())
+	case "gate":
+		os.Exit(serveGate())
 	case "backend":
 		err := lab.RoleMain(context.Background(), lab.RoleBackend, []string{"--config", os.Getenv("REHEARSE_TEST_CONFIG")}, os.Stdin, os.Stdout)
 		if err != nil {
