@@ -1,13 +1,11 @@
 package lab
 
 import (
-	"errors"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/stormguard/stormguard/admit"
-	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/sim/result"
 )
 
@@ -235,35 +233,11 @@ func (c *clientCounts) ended(now time.Time, latency time.Duration, o outcome, re
 	}
 	c.total.Failed++
 	c.total.FailureLatencyS += latency.Seconds()
-	var g result.GiveUps
-	switch {
-	case errors.Is(reason, retry.ErrBudgetExhausted):
-		g.Budget = 1
-	case errors.Is(reason, retry.ErrDeadline), errors.Is(reason, retry.ErrCanceled):
-		g.Deadline = 1
-	case errors.Is(reason, retry.ErrNotRetryable):
-		g.NotRetryable = 1
-	case errors.Is(reason, retry.ErrServerSaidStop):
-		g.ServerStop = 1
-	case errors.Is(reason, retry.ErrRetriesDisabled):
-		g.Disabled = 1
-	case errors.Is(reason, retry.ErrRetryDeclined):
-		g.Declined = 1
-	case errors.Is(reason, retry.ErrBreakerOpen):
-		g.BreakerOpen = 1
-	default:
-		g.Attempts = 1
-	}
-	c.total.GaveUp = addGiveUps(c.total.GaveUp, g)
+	r := result.ReasonOf(reason)
+	c.total.GaveUp.Inc(r)
 	if b >= 0 {
-		c.gaveUp[b] = addGiveUps(c.gaveUp[b], g)
+		c.gaveUp[b].Inc(r)
 	}
-}
-
-func addGiveUps(a, b result.GiveUps) result.GiveUps {
-	return result.GiveUps{Attempts: a.Attempts + b.Attempts, Budget: a.Budget + b.Budget, Deadline: a.Deadline + b.Deadline,
-		NotRetryable: a.NotRetryable + b.NotRetryable, ServerStop: a.ServerStop + b.ServerStop, Disabled: a.Disabled + b.Disabled,
-		Declined: a.Declined + b.Declined, BreakerOpen: a.BreakerOpen + b.BreakerOpen}
 }
 
 // setBudget records the mean budget level at the end of bin b.

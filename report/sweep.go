@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/stormguard/stormguard/sweep"
+	"github.com/stormguard/stormguard/sweep/plan"
 )
 
 // WriteSweep writes the report of a sweep into dir (made if missing):
@@ -38,7 +38,7 @@ import (
 //
 // A chart or file whose part was skipped (no ramp, no phase search, no
 // runbook question) is left out.
-func WriteSweep(dir string, r sweep.Result) error {
+func WriteSweep(dir string, r plan.Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func WriteSweep(dir string, r sweep.Result) error {
 	return nil
 }
 
-func writeSweepCSVs(ramp, phase, probes io.Writer, r sweep.Result) error {
+func writeSweepCSVs(ramp, phase, probes io.Writer, r plan.Result) error {
 	rw, pw, bw := csv.NewWriter(ramp), csv.NewWriter(phase), csv.NewWriter(probes)
 	rw.Write([]string{"run", "branch", "load", "t", "demand", "goodput", "offered"})
 	pw.Write([]string{"run", "load", "disturbs", "tips"})
@@ -129,7 +129,7 @@ func writeSweepCSVs(ramp, phase, probes io.Writer, r sweep.Result) error {
 
 // sweepRunbookCSV writes runbook.csv, or nil when no runbook question
 // was asked.
-func sweepRunbookCSV(r sweep.Result) ([]byte, error) {
+func sweepRunbookCSV(r plan.Result) ([]byte, error) {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	w.Write([]string{"question", "run", "value", "verdict", "recovery_s", "to_recover_s", "relapsed"})
@@ -179,7 +179,7 @@ type sweepRow struct {
 	SweepSummary
 	Class, Badge string
 	Changes      []string
-	Steps        []sweep.Step
+	Steps        []plan.Step
 }
 
 // sweepPhaseRow is one load of the phase table: a cell per run.
@@ -192,7 +192,7 @@ type sweepPhaseCell struct {
 	Tips, Disturbs, Class string
 }
 
-func writeSweepHTML(w io.Writer, r sweep.Result, hpng, ppng, cpng, lpng []byte) error {
+func writeSweepHTML(w io.Writer, r plan.Result, hpng, ppng, cpng, lpng []byte) error {
 	dataURL := func(png []byte) template.URL {
 		if png == nil {
 			return ""
@@ -200,7 +200,7 @@ func writeSweepHTML(w io.Writer, r sweep.Result, hpng, ppng, cpng, lpng []byte) 
 		return template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(png))
 	}
 	var rows []sweepRow
-	var phased []sweep.RunResult
+	var phased []plan.RunResult
 	swept := false
 	for _, run := range r.Runs {
 		swept = swept || run.Ramp != nil || run.Phase != nil
@@ -258,7 +258,7 @@ func sweepColour(c interface{ RGBA() (r, g, b, a uint32) }) template.CSS {
 }
 
 // sweepWhatRan describes the sweep in a few sentences.
-func sweepWhatRan(r sweep.Result) []string {
+func sweepWhatRan(r plan.Result) []string {
 	var out []string
 	if len(r.Runs) == 0 {
 		return nil
@@ -279,7 +279,7 @@ func sweepWhatRan(r sweep.Result) []string {
 	out = append(out, s)
 	if rp := first.Ramp; rp != nil {
 		out = append(out, fmt.Sprintf("Ramp: one run per scenario run, the load stepping %s → %s → %s in steps of %s, each held %s s and measured over its second half, with no trigger. Collapse: the first step up whose goodput fell below %.0f%% of demand; recovery: the first step down back at %.0f%% or more.",
-			sweepNum(rp.From), sweepNum(rp.To), sweepNum(rp.From), sweepRate(rp.Step), sweepNum(rp.HoldS), 100*sweep.CollapseBelow, 100*sweep.RecoveredAbove))
+			sweepNum(rp.From), sweepNum(rp.To), sweepNum(rp.From), sweepRate(rp.Step), sweepNum(rp.HoldS), 100*plan.CollapseBelow, 100*plan.RecoveredAbove))
 	}
 	if ph := first.Phase; ph != nil && len(ph.Loads) > 0 {
 		t := ph.Trigger
@@ -298,7 +298,7 @@ func sweepWhatRan(r sweep.Result) []string {
 	return out
 }
 
-func sweepPhaseLabel(runs []sweep.RunResult) string {
+func sweepPhaseLabel(runs []plan.RunResult) string {
 	if len(runs) == 0 {
 		return ""
 	}
@@ -306,7 +306,7 @@ func sweepPhaseLabel(runs []sweep.RunResult) string {
 }
 
 // sweepPhaseRows lays the phase columns of the runs out by load.
-func sweepPhaseRows(runs []sweep.RunResult) []sweepPhaseRow {
+func sweepPhaseRows(runs []plan.RunResult) []sweepPhaseRow {
 	var loads []float64
 	for _, run := range runs {
 		for _, c := range run.Phase.Columns {

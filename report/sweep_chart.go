@@ -14,7 +14,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"github.com/stormguard/stormguard/sweep"
+	"github.com/stormguard/stormguard/sweep/plan"
 )
 
 // sweepVerdictColours are the verdicts' colours, the same as the verdict badges
@@ -51,7 +51,7 @@ const (
 
 // sweepHysteresisChart draws each run's ramp: goodput against load on the way up
 // and on the way down, the thresholds marked.
-func sweepHysteresisChart(r sweep.Result) (png, svg []byte, err error) {
+func sweepHysteresisChart(r plan.Result) (png, svg []byte, err error) {
 	var plots []*plot.Plot
 	var leg sweepLegend
 	for _, run := range r.Runs {
@@ -70,7 +70,7 @@ func sweepHysteresisChart(r sweep.Result) (png, svg []byte, err error) {
 	return sweepFigure(plots, leg)
 }
 
-func sweepHysteresisPanel(run sweep.RunResult, leg *sweepLegend) (*plot.Plot, error) {
+func sweepHysteresisPanel(run plan.RunResult, leg *sweepLegend) (*plot.Plot, error) {
 	rp := run.Ramp
 	p := newSweepPlot(sweepPanelTitle(run, "ramp"))
 	p.X.Label.Text = run.Client + ": offered load (new requests/s)"
@@ -157,7 +157,7 @@ func sweepHysteresisPanel(run sweep.RunResult, leg *sweepLegend) (*plot.Plot, er
 // sweepPhaseChart draws each run's phase diagram: load × trigger size, the
 // regions stable, recovered and metastable, every run of the search, and
 // the ramp's thresholds.
-func sweepPhaseChart(r sweep.Result) (png, svg []byte, err error) {
+func sweepPhaseChart(r plan.Result) (png, svg []byte, err error) {
 	var plots []*plot.Plot
 	var leg sweepLegend
 	for _, run := range r.Runs {
@@ -178,14 +178,14 @@ func sweepPhaseChart(r sweep.Result) (png, svg []byte, err error) {
 
 // sweepPhaseFloor is where size Min sits on the log axis: Min itself, or half
 // the resolution when Min is 0.
-func sweepPhaseFloor(ph *sweep.Phase) float64 {
+func sweepPhaseFloor(ph *plan.Phase) float64 {
 	if ph.Min > 0 {
 		return ph.Min
 	}
 	return ph.Resolution / 2
 }
 
-func sweepPhasePanel(run sweep.RunResult, leg *sweepLegend) (*plot.Plot, error) {
+func sweepPhasePanel(run plan.RunResult, leg *sweepLegend) (*plot.Plot, error) {
 	ph := run.Phase
 	cols := ph.Columns
 	p := newSweepPlot(sweepPanelTitle(run, "phase"))
@@ -292,13 +292,13 @@ func sweepPhasePanel(run sweep.RunResult, leg *sweepLegend) (*plot.Plot, error) 
 }
 
 // sweepFileTriggerSize is the size of the trigger as the scenario file has it.
-func sweepFileTriggerSize(ph *sweep.Phase) (float64, bool) {
+func sweepFileTriggerSize(ph *plan.Phase) (float64, bool) {
 	switch ph.Vary {
-	case sweep.VaryFactor:
+	case plan.VaryFactor:
 		return ph.Trigger.Factor, ph.Trigger.Factor > 0
-	case sweep.VaryAdd:
+	case plan.VaryAdd:
 		return ph.Trigger.Add.Seconds(), ph.Trigger.Add > 0
-	case sweep.VaryKeys:
+	case plan.VaryKeys:
 		// 0 flushes every key: the cache's size is not in the plan.
 		return float64(ph.Trigger.Keys), ph.Trigger.Keys > 0
 	}
@@ -306,7 +306,7 @@ func sweepFileTriggerSize(ph *sweep.Phase) (float64, bool) {
 }
 
 // sweepPanelTitle says what a panel shows in a few words.
-func sweepPanelTitle(run sweep.RunResult, what string) string {
+func sweepPanelTitle(run plan.RunResult, what string) string {
 	s := SummarizeSweep(run)
 	if what == "ramp" {
 		switch r := run.Ramp; {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/stormguard/stormguard/sweep"
+	"github.com/stormguard/stormguard/sweep/plan"
 )
 
 // The runbook questions of a sweep, as the command line and the HTML
@@ -58,7 +58,7 @@ func factorText(f float64) string { return sweepNum(f) + "×" }
 
 // CapacityQuestion says what the capacity search did, from the first run
 // that asked it ("" when none did).
-func CapacityQuestion(r sweep.Result) string {
+func CapacityQuestion(r plan.Result) string {
 	for _, run := range r.Runs {
 		if c := run.AddCapacity; c != nil {
 			return fmt.Sprintf("Capacity to add at %s: the smallest factor of %s's capacity (a capacity action at %s, replacing the run's own capacity steps on it) with which the run is no longer metastable at its end, bisected from %s to %s to within %s.",
@@ -69,7 +69,7 @@ func CapacityQuestion(r sweep.Result) string {
 }
 
 // CapacityRows lists the runs' answers to the capacity question.
-func CapacityRows(r sweep.Result) []CapacityRow {
+func CapacityRows(r plan.Result) []CapacityRow {
 	var out []CapacityRow
 	for _, run := range r.Runs {
 		c := run.AddCapacity
@@ -101,7 +101,7 @@ func CapacityRows(r sweep.Result) []CapacityRow {
 }
 
 // LatestQuestion says what the latest-time search did ("" when not asked).
-func LatestQuestion(r sweep.Result) string {
+func LatestQuestion(r plan.Result) string {
 	for _, run := range r.Runs {
 		if l := run.Latest; l != nil {
 			return fmt.Sprintf("Latest time to add capacity: the latest time at which setting %s's capacity to %s (a capacity action, replacing the run's own capacity steps on it) still brings the run back by its end, bisected from %s (the end of the trigger) to %s (the end of the run) to within %s.",
@@ -112,7 +112,7 @@ func LatestQuestion(r sweep.Result) string {
 }
 
 // LatestRows lists the runs' answers to the latest-time question.
-func LatestRows(r sweep.Result) []LatestRow {
+func LatestRows(r plan.Result) []LatestRow {
 	var out []LatestRow
 	for _, run := range r.Runs {
 		l := run.Latest
@@ -147,7 +147,7 @@ func LatestRows(r sweep.Result) []LatestRow {
 }
 
 // CompareQuestion says how the runbooks were compared ("" when not asked).
-func CompareQuestion(r sweep.Result) string {
+func CompareQuestion(r plan.Result) string {
 	if r.Compare == nil {
 		return ""
 	}
@@ -156,7 +156,7 @@ func CompareQuestion(r sweep.Result) string {
 }
 
 // CompareRows lists the comparison, best first.
-func CompareRows(r sweep.Result) []CompareText {
+func CompareRows(r plan.Result) []CompareText {
 	if r.Compare == nil {
 		return nil
 	}
@@ -187,7 +187,7 @@ func CompareRows(r sweep.Result) []CompareText {
 }
 
 // runbookAdvice says what the runbook answers mean, one sentence each.
-func runbookAdvice(r sweep.Result) []string {
+func runbookAdvice(r plan.Result) []string {
 	var out []string
 	if rows := CompareRows(r); len(rows) > 0 {
 		best := rows[0]

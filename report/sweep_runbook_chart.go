@@ -10,18 +10,18 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/stormguard/stormguard/sweep"
+	"github.com/stormguard/stormguard/sweep/plan"
 )
 
 // sweepRunbookChart draws, for each run that answered a runbook search,
 // the recovery of every run of the search against what it varied: the
 // capacity factor added (capacity), or the time it was added (latest).
 // A run that stayed metastable sits on the "never" line at the top.
-func sweepRunbookChart(r sweep.Result, latest bool) (png, svg []byte, err error) {
+func sweepRunbookChart(r plan.Result, latest bool) (png, svg []byte, err error) {
 	var plots []*plot.Plot
 	var leg sweepLegend
 	for _, run := range r.Runs {
-		var probes []sweep.Probe
+		var probes []plan.Probe
 		var answer *float64
 		var title, xlabel, answerText string
 		switch {
@@ -56,12 +56,12 @@ func sweepRunbookChart(r sweep.Result, latest bool) (png, svg []byte, err error)
 	return sweepFigure(plots, leg)
 }
 
-func sweepRunbookPanel(title, xlabel string, probes []sweep.Probe, answer *float64, answerText string, leg *sweepLegend) (*plot.Plot, error) {
+func sweepRunbookPanel(title, xlabel string, probes []plan.Probe, answer *float64, answerText string, leg *sweepLegend) (*plot.Plot, error) {
 	p := newSweepPlot(title)
 	p.X.Label.Text = xlabel
 	p.Y.Label.Text = "recovery_s (s), as sim reports it"
 	probes = slices.Clone(probes)
-	slices.SortFunc(probes, func(a, b sweep.Probe) int { return cmpFloat(a.Size, b.Size) })
+	slices.SortFunc(probes, func(a, b plan.Probe) int { return cmpFloat(a.Size, b.Size) })
 	top := 10.0
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, pr := range probes {

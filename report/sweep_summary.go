@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/stormguard/stormguard/sweep"
+	"github.com/stormguard/stormguard/sweep/plan"
 )
 
 // SweepSummary is the handful of numbers that tell one run's sweep: the
@@ -14,8 +14,8 @@ type SweepSummary struct {
 	Name     string  // the run's
 	Capacity float64 // estimated, requests/s; 0 when unknown
 	// Ramp and Phase are the run's results (nil when skipped).
-	Ramp  *sweep.Ramp
-	Phase *sweep.Phase
+	Ramp  *plan.Ramp
+	Phase *plan.Phase
 	// MetastableFrom is the lowest load at which a trigger up to the
 	// largest tried left the system metastable; nil when none did.
 	MetastableFrom *float64
@@ -24,11 +24,11 @@ type SweepSummary struct {
 	OverloadFrom *float64
 	// Tips lists the columns where a trigger tipped the system and the
 	// load alone did not, by load.
-	Tips []sweep.Column
+	Tips []plan.Column
 }
 
 // SummarizeSweep computes a run's SweepSummary.
-func SummarizeSweep(r sweep.RunResult) SweepSummary {
+func SummarizeSweep(r plan.RunResult) SweepSummary {
 	s := SweepSummary{Name: r.Name, Capacity: r.Capacity, Ramp: r.Ramp, Phase: r.Phase}
 	if r.Phase == nil {
 		return s
@@ -99,7 +99,7 @@ func (s SweepSummary) TipsText() string {
 	case len(s.Tips) == 0:
 		return "none up to " + s.Phase.SizeText(s.Phase.Max)
 	}
-	at := func(c sweep.Column) string { return s.Phase.SizeText(*c.Tips) + " at " + sweepRate(c.Load) }
+	at := func(c plan.Column) string { return s.Phase.SizeText(*c.Tips) + " at " + sweepRate(c.Load) }
 	lo, hi := s.Tips[0], s.Tips[len(s.Tips)-1]
 	if len(s.Tips) == 1 {
 		return at(lo)
@@ -108,7 +108,7 @@ func (s SweepSummary) TipsText() string {
 }
 
 // sweepSizeOrNone writes a column's threshold: the size, or "none ≤ MAX".
-func sweepSizeOrNone(ph *sweep.Phase, v *float64) string {
+func sweepSizeOrNone(ph *plan.Phase, v *float64) string {
 	if v == nil {
 		return "none ≤ " + ph.SizeText(ph.Max)
 	}
@@ -126,7 +126,7 @@ func sweepSizeOrNone(ph *sweep.Phase, v *float64) string {
 //
 // The answers to the runbook questions follow: the runbook that comes
 // back first, the capacity to add and how late it may come.
-func SweepAdvice(r sweep.Result) string {
+func SweepAdvice(r plan.Result) string {
 	if len(r.Runs) == 0 {
 		return "There are no runs to compare."
 	}
@@ -145,7 +145,7 @@ func SweepAdvice(r sweep.Result) string {
 }
 
 // sweepAdvice is the advice of the ramp and the phase search.
-func sweepAdvice(r sweep.Result) string {
+func sweepAdvice(r plan.Result) string {
 	sums := make([]SweepSummary, len(r.Runs))
 	var tipped, safe []int
 	for i, run := range r.Runs {
@@ -223,7 +223,7 @@ func sweepLastLoad(s SweepSummary) string {
 }
 
 // sweepTriggerNoun names a phase search's trigger kind, in the plural if many.
-func sweepTriggerNoun(ph *sweep.Phase, many bool) string {
+func sweepTriggerNoun(ph *plan.Phase, many bool) string {
 	noun := "trigger"
 	if ph != nil {
 		if n, ok := sweepTriggerNouns[ph.Trigger.Kind]; ok {
@@ -242,7 +242,7 @@ var sweepTriggerNouns = map[string]string{
 	"hang": "hang", "cache-flush": "cache flush",
 }
 
-func sweepMaxSize(ph *sweep.Phase) string {
+func sweepMaxSize(ph *plan.Phase) string {
 	if ph == nil {
 		return "-"
 	}

@@ -1,10 +1,7 @@
 package sim
 
 import (
-	"errors"
-
 	"github.com/stormguard/stormguard/admit"
-	"github.com/stormguard/stormguard/retry"
 	"github.com/stormguard/stormguard/sim/result"
 )
 
@@ -127,54 +124,12 @@ func b2i(b bool) int {
 	return 0
 }
 
-// gaveUp counts a request that ended in failure for reason.
+// gaveUpFor counts a request that ended in failure for reason, in bin b
+// and in the total (see result.ReasonOf).
 func (s *clientStats) gaveUpFor(b int, reason error) {
-	g := &s.gaveUp[b]
-	t := &s.total.GaveUp
-	// The retrier's reasons are its sentinels themselves, mostly: a
-	// comparison finds them, where errors.Is would cost some hundred
-	// instructions each (a failing request's). Wrapped ones go the long
-	// way below, to the same counts.
-	switch reason {
-	case retry.ErrAttemptsExhausted:
-		g.Attempts++
-		t.Attempts++
-		return
-	case retry.ErrBudgetExhausted:
-		g.Budget++
-		t.Budget++
-		return
-	case retry.ErrDeadline, retry.ErrCanceled:
-		g.Deadline++
-		t.Deadline++
-		return
-	}
-	switch {
-	case errors.Is(reason, retry.ErrBudgetExhausted):
-		g.Budget++
-		t.Budget++
-	case errors.Is(reason, retry.ErrDeadline), errors.Is(reason, retry.ErrCanceled):
-		g.Deadline++
-		t.Deadline++
-	case errors.Is(reason, retry.ErrNotRetryable):
-		g.NotRetryable++
-		t.NotRetryable++
-	case errors.Is(reason, retry.ErrServerSaidStop):
-		g.ServerStop++
-		t.ServerStop++
-	case errors.Is(reason, retry.ErrRetriesDisabled):
-		g.Disabled++
-		t.Disabled++
-	case errors.Is(reason, retry.ErrRetryDeclined):
-		g.Declined++
-		t.Declined++
-	case errors.Is(reason, retry.ErrBreakerOpen):
-		g.BreakerOpen++
-		t.BreakerOpen++
-	default:
-		g.Attempts++
-		t.Attempts++
-	}
+	r := result.ReasonOf(reason)
+	s.gaveUp[b].Inc(r)
+	s.total.GaveUp.Inc(r)
 }
 
 // serviceStats counts one service's attempts per bin.

@@ -8,6 +8,7 @@ import (
 	"github.com/stormguard/stormguard/sim"
 	"github.com/stormguard/stormguard/sim/result"
 	"github.com/stormguard/stormguard/sim/scenario"
+	"github.com/stormguard/stormguard/sweep/plan"
 )
 
 // BenchmarkPhaseSearchCeiling measures how much of a phase search's work
@@ -77,7 +78,7 @@ func benchSearchCeiling(b *testing.B, file string) {
 					if v, ok := verdicts[k]; ok {
 						return v
 					}
-					r, err := sim.RunJudged(context.Background(), rp.probeScenario(load, ph.Size(k)), "probe", sim.DefaultLimits)
+					r, err := sim.RunJudged(context.Background(), rp.ProbeScenario(load, ph.Size(k)), "probe", sim.DefaultLimits)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -97,9 +98,9 @@ func benchSearchCeiling(b *testing.B, file string) {
 							t.events += events[k]
 							continue
 						}
-						s := rp.probeScenario(load, ph.Size(k))
+						s := rp.ProbeScenario(load, ph.Size(k))
 						tr := s.Triggers[0]
-						s.Duration = min(s.Duration, tr.At+tr.Duration+seconds(recovered[k]+1))
+						s.Duration = min(s.Duration, tr.At+tr.Duration+plan.Seconds(recovered[k]+1))
 						r, err := sim.RunWithin(context.Background(), s, "cut", nil, sim.DefaultLimits)
 						if err != nil {
 							b.Fatal(err)

@@ -17,7 +17,7 @@
 //     leaves the system metastable, and the smallest one that disturbs it
 //     at all. Together they split the plane load × trigger into stable,
 //     recovered and metastable regions: the phase diagram.
-//   - The runbook questions, when asked (see runbook.go): the smallest
+//   - The runbook questions, when asked (see plan/runbook.go): the smallest
 //     capacity factor that, added at a given time, brings each run back;
 //     the latest time a given factor still does; and every run of the file
 //     over several seeds, ranked by time to recover.
@@ -28,4 +28,10 @@
 // that Execute runs for one Shard of it, and Merge puts the shards'
 // Partials together. Every job is a deterministic function of the plan, so
 // the Result is the same whatever the number of workers or shards.
+//
+// The plan, the jobs, the results and the partials are plain data, and
+// live in package plan (sweep/plan), which does not import the simulator;
+// sweep re-exports them (sweep.Plan is plan.Plan, sweep.NewPlan calls
+// plan.New) and adds what runs the model: Execute and Run, the searches,
+// and the cost guard (Estimate, Exec.Limits).
 package sweep

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/stormguard/stormguard/sim"
+	"github.com/stormguard/stormguard/sweep/plan"
 )
 
 // probesAtMost bounds the simulations of one phase search over a grid of n
@@ -35,7 +36,7 @@ func bisectAtMost(n int) int {
 // The drivers name the run, the part of the sweep and the option that
 // sets it, then what drives the simulation's own estimate.
 func Estimate(p Plan, e Exec) sim.Cost {
-	sh := e.Shard.orWhole()
+	sh := e.Shard.OrWhole()
 	workers := e.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -43,37 +44,33 @@ func Estimate(p Plan, e Exec) sim.Cost {
 	var c sim.Cost
 	topEvents, topMemory := -1.0, -1.0
 	jobs := 0
-	for j, jb := range p.jobs() {
-		if sh.Count < 1 || j%sh.Count != sh.Index-1 {
-			continue
-		}
+	for _, jb := range p.ShardJobs(sh) {
 		jobs++
-		rp := p.Runs[jb.run]
+		rp := p.Runs[jb.Run]
 		var one sim.Cost
 		var sims int
 		var what string
-		switch jb.kind {
-		case jobRamp:
+		switch jb.Kind {
+		case plan.JobRamp:
 			r := rp.Ramp
-			one, sims = sim.Estimate(rp.rampScenario()), 1
+			one, sims = sim.Estimate(rp.RampScenario()), 1
 			what = fmt.Sprintf("run %s's ramp, %d steps of %s up to %s/s (--ramp, --hold)",
-				rp.Name, len(r.loads()), dur2s(seconds(r.HoldS)), brief(r.To))
-		case jobColumn:
+				rp.Name, len(r.Loads()), plan.FormatDuration(plan.Seconds(r.HoldS)), brief(r.To))
+		case plan.JobColumn:
 			ph := rp.Phase
-			load := ph.Loads[jb.index]
-			one, sims = sim.Estimate(rp.probeScenario(load, ph.Max)), probesAtMost(ph.Sizes())
+			load := ph.Loads[jb.Index]
+			one, sims = sim.Estimate(rp.ProbeScenario(load, ph.Max)), probesAtMost(ph.Sizes())
 			what = fmt.Sprintf("run %s's phase search at %s/s (--loads), up to %d simulations", rp.Name, brief(load), sims)
-		case jobCapacity:
+		case plan.JobCapacity:
 			c := rp.AddCapacity
-			one, sims = sim.Estimate(rp.capacityScenario(seconds(c.AtS), c.Max)), bisectAtMost(c.Sizes())
-			what = fmt.Sprintf("run %s's capacity search at %s (--capacity-at), up to %d simulations", rp.Name, dur2s(seconds(c.AtS)), sims)
-		case jobLatest:
+			one, sims = sim.Estimate(rp.CapacityScenario(plan.Seconds(c.AtS), c.Max)), bisectAtMost(c.Sizes())
+			what = fmt.Sprintf("run %s's capacity search at %s (--capacity-at), up to %d simulations", rp.Name, plan.FormatDuration(plan.Seconds(c.AtS)), sims)
+		case plan.JobLatest:
 			l := rp.Latest
-			one, sims = sim.Estimate(rp.capacityScenario(seconds(l.FromS), l.Factor)), bisectAtMost(l.Sizes())
-			what = fmt.Sprintf("run %s's latest-time search for %s× (--capacity-latest), up to %d simulations", rp.Name, trimFloat(l.Factor), sims)
-		case jobCompare:
-			s := rp.scenario
-			s.Seed = rp.Seed + uint64(jb.index)
+			one, sims = sim.Estimate(rp.CapacityScenario(plan.Seconds(l.FromS), l.Factor)), bisectAtMost(l.Sizes())
+			what = fmt.Sprintf("run %s's latest-time search for %s× (--capacity-latest), up to %d simulations", rp.Name, plan.FormatNumber(l.Factor), sims)
+		case plan.JobCompare:
+			s := rp.SeedScenario(jb.Index)
 			one, sims = sim.Estimate(s), 1
 			what = fmt.Sprintf("run %s with seed %d (--compare-seeds)", rp.Name, s.Seed)
 		}
@@ -97,7 +94,7 @@ func Estimate(p Plan, e Exec) sim.Cost {
 // brief writes a number briefly: 0.5, 280, 3.6e9.
 func brief(x float64) string {
 	if math.Abs(x) < 1e6 {
-		return trimFloat(x)
+		return plan.FormatNumber(x)
 	}
 	s := strconv.FormatFloat(x, 'g', 2, 64)
 	return strings.NewReplacer("e+0", "e", "e+", "e").Replace(s)
@@ -108,7 +105,7 @@ func check(p Plan, e Exec) error {
 	err := e.Limits.Check(Estimate(p, e))
 	if le, ok := err.(*sim.LimitError); ok {
 		le.Subject = "the sweep"
-		if sh := e.Shard.orWhole(); sh.Count > 1 {
+		if sh := e.Shard.OrWhole(); sh.Count > 1 {
 			le.Subject = fmt.Sprintf("shard %v of the sweep", sh)
 		}
 	}

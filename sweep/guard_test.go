@@ -71,7 +71,7 @@ func TestExecuteRefusesHugeSweeps(t *testing.T) {
 			"the sweep would simulate about 1.2e12 events (run naive's phase search at 1e9/s (--loads), up to 9 simulations: clients.app.arrivals.rate 1e9/s × duration 17s); the limit is 2e9"},
 		{"ramp", Options{From: 100, To: 1e9, NoPhase: true}, Exec{},
 			"the sweep would simulate about 8.7e12 events (run naive's ramp, 101 steps of 20s up to 1e9/s (--ramp, --hold)"},
-		{"shard", Options{From: 100, To: 1e9, NoPhase: true}, Exec{Shard: Shard{2, 2}},
+		{"shard", Options{From: 100, To: 1e9, NoPhase: true}, Exec{Shard: Shard{Index: 2, Count: 2}},
 			"shard 2/2 of the sweep would simulate about 4.3e12 events (run stormguard's ramp"},
 		{"workers", Options{NoRamp: true, Loads: []float64{1e9}, Max: 4, Resolution: 0.5, After: 10 * time.Second}, Exec{Workers: 2},
 			"the sweep would need about 12.2 TB of memory (run stormguard's phase search at 1e9/s (--loads), up to 9 simulations: triggers.0 (an outage in hold mode) keeps 1e9/s × triggers.0.duration 4s of messages; 2 simulations at once (--workers)); the limit is 4 GB"},
@@ -112,9 +112,9 @@ func TestEstimateBoundsTheSweep(t *testing.T) {
 	}
 	virtual := 0.0 // seconds the estimate counts
 	for _, rp := range p.Runs {
-		virtual += rp.rampScenario().Duration.Seconds()
+		virtual += rp.RampScenario().Duration.Seconds()
 		for _, l := range rp.Phase.Loads {
-			virtual += float64(probesAtMost(rp.Phase.Sizes())) * rp.probeScenario(l, rp.Phase.Max).Duration.Seconds()
+			virtual += float64(probesAtMost(rp.Phase.Sizes())) * rp.ProbeScenario(l, rp.Phase.Max).Duration.Seconds()
 		}
 	}
 	if virtual < res.VirtualS || virtual > 4*res.VirtualS {
@@ -161,7 +161,7 @@ func TestExecuteStopsSoonAfterCancel(t *testing.T) {
 
 func TestReadPartial(t *testing.T) {
 	p := tinyPlan(t, tinyOptions)
-	part, err := Execute(t.Context(), p, Exec{Shard: Shard{1, 3}})
+	part, err := Execute(t.Context(), p, Exec{Shard: Shard{Index: 1, Count: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,16 +201,6 @@ func TestReadPartial(t *testing.T) {
 	}
 }
 
-// TestMergeRejectsBadShards: a part's shard is checked before anything
-// is sized by it.
-func TestMergeRejectsBadShards(t *testing.T) {
-	for _, sh := range []Shard{{1, -1}, {0, 0}, {1, 1 << 62}, {3, 2}} {
-		if _, err := Merge(Partial{Format: PartialFormat, Shard: sh}); err == nil || !strings.Contains(err.Error(), "want 1 ≤ I ≤ N") {
-			t.Errorf("shard %v: %v", sh, err)
-		}
-	}
-}
-
 func FuzzParseShard(f *testing.F) {
 	quickMinimize()
 	for _, s := range []string{"1/3", "2/4", "0/3", "4/3", "1/0", "a/b", "3", "-1/2", "", "1/100000", "1/100001", "+1/2", "1/9223372036854775807"} {
@@ -241,7 +231,7 @@ func FuzzReadPartial(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	part, err := Execute(context.Background(), p, Exec{Shard: Shard{1, 2}})
+	part, err := Execute(context.Background(), p, Exec{Shard: Shard{Index: 1, Count: 2}})
 	if err != nil {
 		f.Fatal(err)
 	}

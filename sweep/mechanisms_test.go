@@ -64,7 +64,7 @@ func TestPhaseHang(t *testing.T) {
 		{0.3, scenario.Trigger{Kind: "hang", Target: "api", At: 20 * time.Second, Duration: 20 * time.Second, Factor: 0.3, Release: 30 * time.Second}},
 		{0, scenario.Trigger{Kind: "load", At: 20 * time.Second, Duration: 20 * time.Second, Factor: 1}},
 	} {
-		s := rp.probeScenario(500, c.size)
+		s := rp.ProbeScenario(500, c.size)
 		if len(s.Triggers) != 1 || s.Triggers[0] != c.want {
 			t.Errorf("size %v: triggers %+v, want %+v", c.size, s.Triggers, c.want)
 		}
@@ -96,10 +96,10 @@ func TestPhaseCacheFlush(t *testing.T) {
 	if ph.Vary != VaryKeys || ph.Unit != " keys" || ph.Min != 0 || ph.Max != 100000 || ph.Resolution != 200 || ph.SizeText(5000) != "5000 keys" {
 		t.Errorf("plan: vary %s, unit %q, sizes %v to %v by %v", ph.Vary, ph.Unit, ph.Min, ph.Max, ph.Resolution)
 	}
-	if s := rp.probeScenario(2000, 5000); s.Triggers[0].Keys != 5000 || s.Triggers[0].Kind != "cache-flush" {
+	if s := rp.ProbeScenario(2000, 5000); s.Triggers[0].Keys != 5000 || s.Triggers[0].Kind != "cache-flush" {
 		t.Errorf("size 5000: %+v", s.Triggers)
 	}
-	if s := rp.probeScenario(2000, 0); s.Triggers[0].Kind != "load" || s.Triggers[0].Factor != 1 || s.Triggers[0].At != 20*time.Second {
+	if s := rp.ProbeScenario(2000, 0); s.Triggers[0].Kind != "load" || s.Triggers[0].Factor != 1 || s.Triggers[0].At != 20*time.Second {
 		t.Errorf("size 0 (no flush): %+v", s.Triggers)
 	}
 	for _, c := range []struct {
@@ -170,17 +170,17 @@ func TestRampDropsActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	rp := p.Runs[0]
-	if n := len(rp.rampScenario().Actions); n != 0 {
+	if n := len(rp.RampScenario().Actions); n != 0 {
 		t.Errorf("the ramp keeps %d actions", n)
 	}
-	if n := len(rp.probeScenario(500, 10).Actions); n != 3 {
+	if n := len(rp.ProbeScenario(500, 10).Actions); n != 3 {
 		t.Errorf("a phase run keeps %d actions, want the run's 3", n)
 	}
 	q, err := NewPlan(loadExample(t, "more-capacity.yaml", "cpu-autoscaler"), Options{NoPhase: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Runs[0].rampScenario().Services[0].Autoscale == nil {
+	if q.Runs[0].RampScenario().Services[0].Autoscale == nil {
 		t.Error("the ramp lost the autoscaler")
 	}
 }

@@ -161,50 +161,6 @@ func TestRecoveredAt(t *testing.T) {
 	}
 }
 
-func TestMedianWorst(t *testing.T) {
-	never := (*float64)(nil)
-	for _, c := range []struct {
-		xs            []*float64
-		median, worst *float64
-	}{
-		{[]*float64{ptr(3), ptr(1), ptr(2)}, ptr(2), ptr(3)},
-		{[]*float64{ptr(4), ptr(1), ptr(2), ptr(3)}, ptr(2.5), ptr(4)},
-		{[]*float64{ptr(1), never, ptr(2)}, ptr(2), never},
-		{[]*float64{ptr(1), never, never}, never, never},
-		{[]*float64{ptr(1), never}, never, never},
-		{nil, never, never},
-	} {
-		m, w := medianWorst(c.xs)
-		if !eqPtr(m, c.median) || !eqPtr(w, c.worst) {
-			t.Errorf("medianWorst(%v) = %v, %v; want %v, %v", c.xs, show(m), show(w), show(c.median), show(c.worst))
-		}
-	}
-}
-
-// TestCompareOrder: the ranking's rule, on made-up outcomes.
-func TestCompareOrder(t *testing.T) {
-	run := func(verdict string, ttr *float64, relapsed bool) SeedRun {
-		return SeedRun{Verdict: verdict, ToRecoverS: ttr, Relapsed: relapsed}
-	}
-	names := []string{"never", "slow", "fast-relapse", "fast", "one-stuck", "stable"}
-	outcomes := [][]SeedRun{
-		{run("metastable", nil, false), run("metastable", nil, false)},
-		{run("recovered", ptr(90), false), run("recovered", ptr(100), false)},
-		{run("recovered", ptr(10), true), run("recovered", ptr(20), false)},
-		{run("recovered", ptr(10), false), run("recovered", ptr(20), false)},
-		{run("recovered", ptr(1), false), run("metastable", nil, false)},
-		{run("stable", ptr(0), false), run("stable", ptr(0), false)},
-	}
-	c := compare(names, outcomes, 2)
-	var got []string
-	for _, r := range c.Rows {
-		got = append(got, r.Run)
-	}
-	if want := "stable fast fast-relapse slow one-stuck never"; strings.Join(got, " ") != want {
-		t.Errorf("order %q, want %q", got, want)
-	}
-}
-
 // TestRunbookOptionErrors: each bad value of a runbook question is an
 // *OptionError naming its option.
 func TestRunbookOptionErrors(t *testing.T) {
@@ -252,7 +208,7 @@ func TestRunbookShards(t *testing.T) {
 	want := encode(t, whole)
 	var parts []Partial
 	for i := 1; i <= 3; i++ {
-		pt, err := Execute(ctx, p, Exec{Workers: 1, Shard: Shard{i, 3}})
+		pt, err := Execute(ctx, p, Exec{Workers: 1, Shard: Shard{Index: i, Count: 3}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +229,7 @@ func TestRunbookShards(t *testing.T) {
 		t.Fatalf("result %+v", whole)
 	}
 	// 2 runs × (capacity search + latest-time search) + 2 runs × 2 seeds.
-	if n := len(p.jobs()); n != 8 {
+	if n := len(p.Jobs()); n != 8 {
 		t.Errorf("%d jobs, want 8", n)
 	}
 	est := Estimate(p, Exec{Workers: 1})

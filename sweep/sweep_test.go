@@ -82,7 +82,7 @@ func TestDeterministicAcrossWorkersAndShards(t *testing.T) {
 	}
 	var parts []Partial
 	for i := 1; i <= 3; i++ {
-		pt, err := Execute(ctx, p, Exec{Workers: 2, Shard: Shard{i, 3}})
+		pt, err := Execute(ctx, p, Exec{Workers: 2, Shard: Shard{Index: i, Count: 3}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,8 +93,8 @@ func TestDeterministicAcrossWorkersAndShards(t *testing.T) {
 		}
 		parts = append(parts, back)
 	}
-	if n := len(parts[0].Ramps) + len(parts[0].Columns); n == 0 || n == len(p.jobs()) {
-		t.Errorf("shard 1/3 holds %d of %d jobs", n, len(p.jobs()))
+	if n := len(parts[0].Ramps) + len(parts[0].Columns); n == 0 || n == len(p.Jobs()) {
+		t.Errorf("shard 1/3 holds %d of %d jobs", n, len(p.Jobs()))
 	}
 	slices.Reverse(parts)
 	merged, err := Merge(parts...)
@@ -118,7 +118,7 @@ func TestMergeRejects(t *testing.T) {
 	p := tinyPlan(t, Options{From: 100, To: 200, Step: 50, Hold: 2 * time.Second, NoPhase: true})
 	ctx := context.Background()
 	part := func(p Plan, i, n int) Partial {
-		pt, err := Execute(ctx, p, Exec{Shard: Shard{i, n}})
+		pt, err := Execute(ctx, p, Exec{Shard: Shard{Index: i, Count: n}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,17 +148,6 @@ func TestMergeRejects(t *testing.T) {
 	}
 	if _, err := Merge(b, a); err != nil {
 		t.Errorf("both shards: %v", err)
-	}
-}
-
-func TestParseShard(t *testing.T) {
-	if s, err := ParseShard("2/4"); err != nil || s != (Shard{2, 4}) || s.String() != "2/4" {
-		t.Errorf("2/4: %v %v", s, err)
-	}
-	for _, bad := range []string{"0/3", "4/3", "1/0", "a/b", "3", "-1/2", ""} {
-		if _, err := ParseShard(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
 	}
 }
 

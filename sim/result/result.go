@@ -1,8 +1,11 @@
 package result
 
 import (
+	"errors"
 	"iter"
 	"slices"
+
+	"github.com/stormguard/stormguard/retry"
 )
 
 // Result is one run of a scenario: its time series and its verdict. The
@@ -132,6 +135,95 @@ type GiveUps struct {
 	Disabled     float64 `json:"retries_disabled"`
 	Declined     float64 `json:"retry_declined"`
 	BreakerOpen  float64 `json:"breaker_open"`
+}
+
+// Reason is one counter of GiveUps: the reason a retrier gave up, as the
+// results count it.
+type Reason uint8
+
+// The counters of GiveUps, in its order.
+const (
+	ReasonAttempts     Reason = iota // Attempts
+	ReasonBudget                     // Budget
+	ReasonDeadline                   // Deadline
+	ReasonNotRetryable               // NotRetryable
+	ReasonServerStop                 // ServerStop
+	ReasonDisabled                   // Disabled
+	ReasonDeclined                   // Declined
+	ReasonBreakerOpen                // BreakerOpen
+)
+
+// ReasonOf is the counter of a request given up for err, one of package
+// retry's Err… reasons (wrapped or not): ErrCanceled counts as a deadline
+// (the caller's time ran out before the request could end), and an error
+// that is none of them as attempts exhausted. The simulator and the lab
+// both count their give-ups by it.
+func ReasonOf(err error) Reason {
+	// The retrier's reasons are its sentinels themselves, mostly: a
+	// comparison finds them, where errors.Is would cost some hundred
+	// instructions each (a failing request's, in the simulator). The
+	// commonest is compared inline; wrapped ones go the long way, to the
+	// same counters.
+	if err == retry.ErrAttemptsExhausted {
+		return ReasonAttempts
+	}
+	return reasonOf(err)
+}
+
+// reasonOf is ReasonOf past its inlined comparison.
+func reasonOf(err error) Reason {
+	switch err {
+	case retry.ErrBudgetExhausted:
+		return ReasonBudget
+	case retry.ErrDeadline, retry.ErrCanceled:
+		return ReasonDeadline
+	}
+	switch {
+	case errors.Is(err, retry.ErrBudgetExhausted):
+		return ReasonBudget
+	case errors.Is(err, retry.ErrDeadline), errors.Is(err, retry.ErrCanceled):
+		return ReasonDeadline
+	case errors.Is(err, retry.ErrNotRetryable):
+		return ReasonNotRetryable
+	case errors.Is(err, retry.ErrServerSaidStop):
+		return ReasonServerStop
+	case errors.Is(err, retry.ErrRetriesDisabled):
+		return ReasonDisabled
+	case errors.Is(err, retry.ErrRetryDeclined):
+		return ReasonDeclined
+	case errors.Is(err, retry.ErrBreakerOpen):
+		return ReasonBreakerOpen
+	}
+	return ReasonAttempts
+}
+
+// Inc counts one give-up in counter r.
+func (g *GiveUps) Inc(r Reason) { *g.counter(r)++ }
+
+// Of returns the count of the counter of err (see ReasonOf).
+func (g GiveUps) Of(err error) float64 { return *g.counter(ReasonOf(err)) }
+
+// counter is g's field r.
+func (g *GiveUps) counter(r Reason) *float64 {
+	switch r {
+	case ReasonAttempts:
+		return &g.Attempts
+	case ReasonBudget:
+		return &g.Budget
+	case ReasonDeadline:
+		return &g.Deadline
+	case ReasonNotRetryable:
+		return &g.NotRetryable
+	case ReasonServerStop:
+		return &g.ServerStop
+	case ReasonDisabled:
+		return &g.Disabled
+	case ReasonDeclined:
+		return &g.Declined
+	case ReasonBreakerOpen:
+		return &g.BreakerOpen
+	}
+	return &g.Attempts
 }
 
 // Sum returns all give-ups together.

@@ -1,4 +1,4 @@
-package sweep
+package plan
 
 // Result is a whole sweep: what `stormguard sweep --json` prints. The
 // same plan (file, seed, settings) gives the same Result, byte for byte

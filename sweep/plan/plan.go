@@ -1,4 +1,4 @@
-package sweep
+package plan
 
 import (
 	"crypto/sha256"
@@ -113,8 +113,8 @@ func optionErr(option, value, format string, a ...any) error {
 }
 
 // Plan is a sweep fully resolved: every run of a scenario file with the
-// ramp and the phase search to make of it. It is plain data; NewPlan makes
-// it, Execute carries it out.
+// ramp and the phase search to make of it. It is plain data; New makes
+// it, sweep.Execute carries it out.
 type Plan struct {
 	// Scenario and Description are the file's name and description.
 	Scenario    string `json:"scenario"`
@@ -199,7 +199,7 @@ func (p PhasePlan) Size(k int) float64 {
 
 // SizeText writes a trigger size with its unit: "12 s", "2.5×".
 func (p PhasePlan) SizeText(size float64) string {
-	s := trimFloat(size)
+	s := FormatNumber(size)
 	if p.Unit == "s" {
 		return s + " s"
 	}
@@ -229,8 +229,8 @@ func (p PhasePlan) Label() string {
 	return t + ": duration (s)"
 }
 
-// NewPlan resolves the sweep of every run of f with the options o.
-func NewPlan(f scenario.File, o Options) (Plan, error) {
+// New resolves the sweep of every run of f with the options o.
+func New(f scenario.File, o Options) (Plan, error) {
 	name := f.Base.Name
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(f.Path), filepath.Ext(f.Path))
@@ -414,7 +414,7 @@ func planRamp(o Options, capacity float64, timeout, bin time.Duration) (RampPlan
 	if to == 0 {
 		to = roundTo(math.Ceil(1.25*capacity/step)*step, step)
 	}
-	shape := trimFloat(from) + ":" + trimFloat(to) + ":" + trimFloat(step)
+	shape := FormatNumber(from) + ":" + FormatNumber(to) + ":" + FormatNumber(step)
 	switch {
 	case !(from > 0) || !(to > from) || !(step > 0) || math.IsInf(to, 0):
 		return RampPlan{}, optionErr("ramp", shape, "want 0 < from < to and step > 0")
@@ -426,12 +426,12 @@ func planRamp(o Options, capacity float64, timeout, bin time.Duration) (RampPlan
 		hold = max(20*timeout, 20*bin)
 	}
 	if hold < 2*bin {
-		return RampPlan{}, optionErr("hold", dur2s(hold), "shorter than two bins (%v): a step needs a settled half to measure", 2*bin)
+		return RampPlan{}, optionErr("hold", FormatDuration(hold), "shorter than two bins (%v): a step needs a settled half to measure", 2*bin)
 	}
 	r := RampPlan{From: from, To: to, Step: step}
-	steps := len(r.loads())
+	steps := len(r.Loads())
 	if hold > MaxDuration/time.Duration(steps)-bin {
-		return RampPlan{}, optionErr("hold", dur2s(hold), "%d steps of it last longer than the simulator's clock holds (about 292 years)", steps)
+		return RampPlan{}, optionErr("hold", FormatDuration(hold), "%d steps of it last longer than the simulator's clock holds (about 292 years)", steps)
 	}
 	hold = (hold + bin - 1) / bin * bin
 	r.HoldS = hold.Seconds()
@@ -451,7 +451,7 @@ func planPhase(o Options, s scenario.Scenario, ci int, capacity float64, timeout
 	}
 	for _, l := range loads {
 		if !(l > 0) || math.IsInf(l, 0) {
-			return PhasePlan{}, optionErr("loads", trimFloat(l), "loads must be positive")
+			return PhasePlan{}, optionErr("loads", FormatNumber(l), "loads must be positive")
 		}
 	}
 	if len(loads) > MaxSteps {
@@ -513,13 +513,13 @@ func planPhase(o Options, s scenario.Scenario, ci int, capacity float64, timeout
 			ph.Max = float64(keys)
 		}
 		if ph.Max != math.Trunc(ph.Max) || ph.Max > float64(keys) {
-			return ph, optionErr("max", trimFloat(ph.Max), "a flush removes a whole number of keys, at most the cache's %d", keys)
+			return ph, optionErr("max", FormatNumber(ph.Max), "a flush removes a whole number of keys, at most the cache's %d", keys)
 		}
 		if ph.Resolution == 0 {
 			ph.Resolution = math.Max(1, math.Floor(niceFloor(ph.Max/256)))
 		}
 		if ph.Resolution != math.Trunc(ph.Resolution) {
-			return ph, optionErr("resolution", trimFloat(ph.Resolution), "a flush removes a whole number of keys: want a whole number ≥ 1")
+			return ph, optionErr("resolution", FormatNumber(ph.Resolution), "a flush removes a whole number of keys: want a whole number ≥ 1")
 		}
 	case VaryFactor:
 		switch trig.Kind {
@@ -534,7 +534,7 @@ func planPhase(o Options, s scenario.Scenario, ci int, capacity float64, timeout
 				ph.Max = 1
 			}
 			if ph.Max > 1 {
-				return ph, optionErr("max", trimFloat(ph.Max), "%s probability is at most 1", map[string]string{"errors": "an error", "hang": "a hang"}[trig.Kind])
+				return ph, optionErr("max", FormatNumber(ph.Max), "%s probability is at most 1", map[string]string{"errors": "an error", "hang": "a hang"}[trig.Kind])
 			}
 		default:
 			return ph, fmt.Errorf("vary factor grows a load, errors or hang trigger; the trigger is %s (vary duration instead)", trig.Kind)
@@ -543,24 +543,24 @@ func planPhase(o Options, s scenario.Scenario, ci int, capacity float64, timeout
 		return ph, fmt.Errorf("vary %q is not one of duration, factor, add, keys", ph.Vary)
 	}
 	if !(ph.Max > ph.Min) || math.IsInf(ph.Max, 0) {
-		return ph, optionErr("max", trimFloat(ph.Max), "must be above the smallest size %v", ph.Min)
+		return ph, optionErr("max", FormatNumber(ph.Max), "must be above the smallest size %v", ph.Min)
 	}
 	// A size in seconds becomes a time.Duration: beyond 292 years it
 	// would overflow; a quarter of that leaves room for the rest of a run
 	// (the default after is 3 × max).
 	longest := (MaxDuration / 4).Truncate(time.Hour)
 	if ph.Unit == "s" && ph.Max > longest.Seconds() {
-		v := trimFloat(ph.Max) + "s"
+		v := FormatNumber(ph.Max) + "s"
 		if ph.Max < MaxDuration.Seconds() {
-			v = dur2s(seconds(ph.Max))
+			v = FormatDuration(Seconds(ph.Max))
 		}
-		return ph, optionErr("max", v, "longer than the simulator's clock allows a trigger (at most %s)", dur2s(longest))
+		return ph, optionErr("max", v, "longer than the simulator's clock allows a trigger (at most %s)", FormatDuration(longest))
 	}
 	if ph.Resolution == 0 {
 		ph.Resolution = niceFloor((ph.Max - ph.Min) / 256)
 	}
 	if !(ph.Resolution > 0) || (ph.Max-ph.Min)/ph.Resolution > MaxSizes {
-		return ph, optionErr("resolution", trimFloat(ph.Resolution), "want > 0 and at most 2²⁰ steps from %v to %v", ph.Min, ph.Max)
+		return ph, optionErr("resolution", FormatNumber(ph.Resolution), "want > 0 and at most 2²⁰ steps from %v to %v", ph.Min, ph.Max)
 	}
 	after := o.After
 	if after == 0 {
@@ -570,18 +570,18 @@ func planPhase(o Options, s scenario.Scenario, ci int, capacity float64, timeout
 		}
 	}
 	if after <= 0 {
-		return ph, optionErr("after", dur2s(after), "must be positive")
+		return ph, optionErr("after", FormatDuration(after), "must be positive")
 	}
 	// The longest run: the trigger's start, its largest size, after.
 	size := time.Duration(0)
 	switch ph.Vary {
 	case VaryDuration:
-		size = seconds(ph.Max)
+		size = Seconds(ph.Max)
 	default:
 		size = trig.Duration
 	}
 	if trig.At > MaxDuration-size || after > MaxDuration-size-trig.At {
-		return ph, optionErr("after", dur2s(after), "a run of the trigger's start (%v), its largest size and this lasts longer than the simulator's clock holds (about 292 years)", trig.At)
+		return ph, optionErr("after", FormatDuration(after), "a run of the trigger's start (%v), its largest size and this lasts longer than the simulator's clock holds (about 292 years)", trig.At)
 	}
 	ph.AfterS = after.Seconds()
 	return ph, nil
@@ -617,8 +617,9 @@ func roundTo(x, step float64) float64 {
 	return math.Round(x/m) * m
 }
 
-// dur2s writes a duration without the zero units Go adds: 1000000h, 2m10s.
-func dur2s(d time.Duration) string {
+// FormatDuration writes a duration, as the plan's errors and the
+// simulations' names do, without the zero units Go adds: 1000000h, 2m10s.
+func FormatDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
@@ -626,9 +627,10 @@ func dur2s(d time.Duration) string {
 	return strings.Replace(s, "h0m", "h", 1)
 }
 
-// trimFloat writes f with at most 6 significant digits and no trailing
+// FormatNumber writes f, as the plan's errors and the simulations'
+// names do, with at most 6 significant digits and no trailing
 // zeros.
-func trimFloat(f float64) string {
+func FormatNumber(f float64) string {
 	return strings.TrimSuffix(fmt.Sprintf("%.6g", f), ".")
 }
 
