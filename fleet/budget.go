@@ -99,6 +99,9 @@ type Budget struct {
 	fbWin    atomic.Pointer[budget.Window]
 	kick     chan struct{}
 	answered atomic.Pointer[chan struct{}] // closed after each round trip
+	// built numbers the messages roundTrip builds; answeredFor is the
+	// number of the last one answered.
+	built, answeredFor atomic.Int64
 
 	// Counters for Stats.
 	roundTrips, failures, fallbacks, rejoins atomic.Uint64
@@ -307,14 +310,30 @@ func (b *Budget) wait(cost int64) int {
 	ch := *b.answered.Load()
 	b.waiting.Add(cost)
 	defer b.waiting.Add(-cost)
+	// A message built before the need was registered may be in flight: its
+	// answer does not answer this retry, which waits for one numbered above
+	// since (it refused retries with the pool full: 4 of 150 runs of
+	// TestRetryWaitsForAGrant under -race on a busy host).
+	since := b.built.Load()
 	b.poke()
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
-	select {
-	case <-ch:
-		return refusedShort
-	case <-t.C:
-		return refusedSlow
+	for {
+		select {
+		case <-ch:
+			if b.answeredFor.Load() > since || Mode(b.mode.Load()) != ModeFleet {
+				return refusedShort
+			}
+			if b.hold.Load() >= cost {
+				return refusedShort // the caller takes it
+			}
+			ch = *b.answered.Load()
+			if b.answeredFor.Load() > since {
+				return refusedShort
+			}
+		case <-t.C:
+			return refusedSlow
+		}
 	}
 }
 

@@ -90,7 +90,7 @@ func TestRetryWaitsForAGrant(t *testing.T) {
 	// message.
 	b.EndAt(time.Now(), budget.Success, tk)
 	if _, ok := b.RetryAt(time.Now(), budget.Throttling); !ok {
-		t.Fatal("a second retry refused")
+		t.Fatalf("a second retry refused: %+v", b.Stats())
 	}
 	if lv := peek(t, srv.Addr(), "grant"); lv.Pool != 100-5 {
 		t.Errorf("pool %g after a refund and a throttling retry, want 95", lv.Pool)

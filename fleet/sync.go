@@ -71,6 +71,10 @@ func (b *Budget) step() time.Duration {
 
 // roundTrip sends the pending message, or a new one, and applies the answer.
 func (b *Budget) roundTrip(ctx context.Context, now int64) error {
+	// Numbered before the counts are read: a retry that registered its
+	// need before reading built knows that any message numbered above it
+	// carries the need (see wait).
+	n := b.built.Add(1)
 	var m alloc.Message
 	if b.core.Pending() {
 		var dropped int64
@@ -91,6 +95,7 @@ func (b *Budget) roundTrip(ctx context.Context, now int64) error {
 		b.wake()
 		return err
 	}
+	b.answeredFor.Store(n)
 	b.apply(a)
 	return nil
 }
