@@ -457,13 +457,7 @@ func (r *Retrier) EndAt(now time.Time, c *Call, cls Class, sig Signal, u float64
 	}
 	if !r.unlimited {
 		// Tell the budget how the attempt ended.
-		o := budget.Ignore
-		switch {
-		case cls == Success:
-			o = budget.Success
-		case cls.Retryable():
-			o = budget.Failure
-		}
+		o := outcomeOf(cls)
 		if r.bucket != nil {
 			r.bucket.EndAt(now, o, c.ticket) // a direct call, not through the interface
 		} else {
@@ -606,6 +600,18 @@ func addSat(a, b time.Duration) time.Duration {
 	return math.MaxInt64
 }
 
+// outcomeOf is what the budget learns of an attempt that ended in cls: a
+// success, a failure worth retrying, or nothing (Ignore).
+func outcomeOf(cls Class) budget.Outcome {
+	switch {
+	case cls == Success:
+		return budget.Success
+	case cls.Retryable():
+		return budget.Failure
+	}
+	return budget.Ignore
+}
+
 // FinishAt records the end of the current attempt when the caller will not
 // retry whatever happened (a request body that cannot be replayed, say):
 // the budget learns the outcome, the OnAttempt hook runs, and no retry is
@@ -614,13 +620,7 @@ func (r *Retrier) FinishAt(now time.Time, c *Call, cls Class) {
 	if r.breaker != nil {
 		r.breakerEnd(now, c, cls)
 	}
-	o := budget.Ignore
-	switch {
-	case cls == Success:
-		o = budget.Success
-	case cls.Retryable():
-		o = budget.Failure
-	}
+	o := outcomeOf(cls)
 	if r.bucket != nil {
 		r.bucket.EndAt(now, o, c.ticket) // a direct call, not through the interface
 	} else {
